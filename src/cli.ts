@@ -1,0 +1,182 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { createOperator } from './auth/index.ts';
+import { ConfigError, loadConfig, ROLES, type Role } from './config/index.ts';
+import { ApiError } from './errors/index.ts';
+import { startNode } from './main.ts';
+import { openStorage, type Storage } from './storage/index.ts';
+import { systemClock } from './time/index.ts';
+
+/** sysexits.h: a command line that makes no sense. */
+const EXIT_USAGE = 64;
+
+const USAGE = `Usage: sluice <command> [options]
+
+Commands:
+  start [--config-dir DIR] [--mode MODE]        run a node (defaults: ./config, development)
+  operator create --name NAME --role ROLE       create an ACP operator; prints its token once
+                                                (ROLE: ${ROLES.join(' | ')})
+  operator list [--json]                        list operators (never tokens)
+  operator revoke --name NAME                   revoke an operator's token
+  help                                          this text
+
+Every command takes --config-dir DIR and --mode MODE (also APP_CONFIG_DIR, APP_MODE).
+Exit codes: 0 ok, 1 failure, 64 bad usage, 78 configuration error.
+`;
+
+class UsageError extends Error {}
+
+const common = {
+  'config-dir': { type: 'string' },
+  mode: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'start':
+      return start(rest);
+    case 'operator':
+      return operator(rest);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(USAGE);
+      return command === undefined ? EXIT_USAGE : 0;
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+const operatorOptions = {
+  ...common,
+  name: { type: 'string' },
+  role: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
+
+function parse<O extends typeof common | typeof operatorOptions>(args: string[], options: O) {
+  try {
+    return parseArgs({ args, options, allowPositionals: false, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+async function start(args: string[]): Promise<number> {
+  const { values } = parse(args, common);
+  const node = await startNode({ configDir: values['config-dir'], mode: values.mode });
+  process.stdout.write(`Sluice ${node.serverId} listening on ${node.url} (mode ${node.mode})\n`);
+  return new Promise<number>((resolveExit) => {
+    let signalled = false;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (signalled) {
+        process.stderr.write(`second ${signal}: exiting now\n`);
+        process.exit(1);
+      }
+      signalled = true;
+      const limit = node.config.app.server.shutdown_timeout_ms;
+      const timer = setTimeout(() => {
+        node.logger.error({ timeout_ms: limit }, 'graceful stop timed out; exiting');
+        node.logger.flush();
+        process.exit(1);
+      }, limit + 1000);
+      timer.unref();
+      node.logger.info({ signal }, 'signal received');
+      node.stop().then(
+        () => resolveExit(0),
+        (err) => {
+          node.logger.error({ err }, 'error during stop');
+          resolveExit(1);
+        },
+      );
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}
+
+async function withStorage<T>(
+  values: { 'config-dir'?: string; mode?: string },
+  fn: (s: Storage) => Promise<T>,
+): Promise<T> {
+  const { config } = loadConfig({ configDir: values['config-dir'], mode: values.mode });
+  const storage = openStorage(config, systemClock);
+  try {
+    await storage.migrate();
+    return await fn(storage);
+  } finally {
+    await storage.close();
+  }
+}
+
+async function operator(args: string[]): Promise<number> {
+  const [sub, ...rest] = args;
+  const { values } = parse(rest, operatorOptions);
+  const name = values.name as string | undefined;
+  switch (sub) {
+    case 'create': {
+      const role = values.role as string | undefined;
+      if (!name || !/^[A-Za-z0-9._@-]{1,64}$/.test(name))
+        throw new UsageError('--name NAME is required ([A-Za-z0-9._@-], at most 64)');
+      if (!role || !(ROLES as readonly string[]).includes(role))
+        throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);
+      const { operator: op, token } = await withStorage(values, (s) =>
+        createOperator(s.operators, name, role as Role),
+      );
+      process.stdout.write(
+        `Created operator "${op.name}" (role ${op.role}). Its token, shown only this once:\n\n    ${token}\n\n`,
+      );
+      return 0;
+    }
+    case 'list': {
+      const ops = await withStorage(values, (s) => s.operators.list());
+      if (values.json) {
+        process.stdout.write(`${JSON.stringify(ops, null, 2)}\n`);
+      } else {
+        process.stdout.write(`${'NAME'.padEnd(24)} ${'ROLE'.padEnd(9)} ${'CREATED'.padEnd(25)} REVOKED\n`);
+        for (const o of ops) {
+          process.stdout.write(
+            `${o.name.padEnd(24)} ${o.role.padEnd(9)} ${o.created_at.padEnd(25)} ${o.revoked_at ?? '-'}\n`,
+          );
+        }
+      }
+      return 0;
+    }
+    case 'revoke': {
+      if (!name) throw new UsageError('--name NAME is required');
+      const revoked = await withStorage(values, (s) => s.operators.revoke(name));
+      if (!revoked) {
+        process.stderr.write(`no active operator named "${name}"\n`);
+        return 1;
+      }
+      process.stdout.write(`Revoked operator "${name}".\n`);
+      return 0;
+    }
+    default:
+      throw new UsageError(`unknown operator command "${sub ?? ''}" (create, list, revoke)`);
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exitCode = err.exitCode;
+    } else if (err instanceof UsageError) {
+      process.stderr.write(`sluice: ${err.message}\n\n${USAGE}`);
+      process.exitCode = EXIT_USAGE;
+    } else if (err instanceof ApiError && err.code === 'resource.conflict') {
+      process.stderr.write('sluice: an active operator with that name already exists\n');
+      process.exitCode = 1;
+    } else {
+      process.stderr.write(`sluice: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exitCode = 1;
+    }
+  },
+);

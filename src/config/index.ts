@@ -1,0 +1,20 @@
+export { type BuildInfo, gitHead, resolveBuildInfo } from './build-info.ts';
+export {
+  ConfigError,
+  EXIT_CONFIG,
+  type LoadedConfig,
+  type LoadOptions,
+  loadConfig,
+  parseCidr,
+} from './loader.ts';
+export { REDACTED, redactConfig } from './redact.ts';
+export {
+  type Config,
+  ConfigSchema,
+  type CronTaskConfig,
+  LOG_LEVELS,
+  NODE_ID_PATTERN,
+  ROLES,
+  type Role,
+  TASK_KINDS,
+} from './schema.ts';

@@ -1,0 +1,262 @@
+import { readFileSync } from 'node:fs';
+import { BlockList, isIP } from 'node:net';
+import { join, resolve } from 'node:path';
+import type { TSchema } from '@sinclair/typebox';
+import { Value, type ValueError } from '@sinclair/typebox/value';
+import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { type Config, ConfigSchema, CronTaskSchema } from './schema.ts';
+
+/** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
+export const EXIT_CONFIG = 78;
+
+/** A configuration problem; its message names the key, where it came from and what was expected. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  readonly exitCode = EXIT_CONFIG;
+}
+
+export interface LoadOptions {
+  /** `--config-dir`; else `APP_CONFIG_DIR`; else `./config`. */
+  configDir?: string | undefined;
+  /** `--mode`; else `APP_MODE`; else `development`. */
+  mode?: string | undefined;
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
+export interface LoadedConfig {
+  config: Config;
+  mode: string;
+  dir: string;
+  /** Files actually read, in merge order. */
+  files: string[];
+}
+
+type Plain = Record<string, unknown>;
+const ENV_PREFIX = 'APP__';
+const MODE_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+
+const isPlain = (v: unknown): v is Plain => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Reads `DIR/config.yml` (optional) and `DIR/config.{mode}.yml` (required), deep-merges them, applies
+ * `APP__A__B=value` environment overrides, fills defaults from the schema and validates the result.
+ * Throws {@link ConfigError} on the first problem.
+ */
+export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
+  const env = opts.env ?? process.env;
+  const cwd = opts.cwd ?? process.cwd();
+  const mode = opts.mode ?? env.APP_MODE ?? 'development';
+  if (!MODE_PATTERN.test(mode)) {
+    throw new ConfigError(`config: mode "${mode}" is invalid: expected letters, digits, "_" or "-"`);
+  }
+  const dir = resolve(cwd, opts.configDir ?? env.APP_CONFIG_DIR ?? './config');
+
+  const origin = new Map<string, string>();
+  const merged: Plain = {};
+  const files: string[] = [];
+  const basePath = join(dir, 'config.yml');
+  const modePath = join(dir, `config.${mode}.yml`);
+  const base = readYaml(basePath, false);
+  if (base !== undefined) {
+    files.push(basePath);
+    mergeInto(merged, base, basePath, '', origin);
+  }
+  const modeDoc = readYaml(modePath, true);
+  files.push(modePath);
+  mergeInto(merged, modeDoc ?? {}, modePath, '', origin);
+  applyEnv(merged, env, origin);
+
+  const sourceOf = (path: string): string => {
+    for (let p = path; p !== ''; p = p.includes('.') ? p.slice(0, p.lastIndexOf('.')) : '') {
+      const src = origin.get(p);
+      if (src !== undefined) return src;
+    }
+    return modePath;
+  };
+
+  const config = Value.Default(ConfigSchema, structuredClone(merged)) as Config;
+  // TypeBox does not descend into record values when filling defaults; tasks get theirs here.
+  const tasks = (config.cron as { tasks?: unknown } | undefined)?.tasks;
+  if (isPlain(tasks)) for (const [k, v] of Object.entries(tasks)) tasks[k] = Value.Default(CronTaskSchema, v);
+  const first = Value.Errors(ConfigSchema, config).First();
+  if (first !== undefined) {
+    const key = pointerToKey(first.path);
+    throw new ConfigError(`config: ${key || '(root)'} in ${sourceOf(key)}: ${explain(first)}`);
+  }
+  checkSemantics(config, sourceOf);
+  return { config, mode, dir, files };
+}
+
+function readYaml(path: string, required: boolean): Plain | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' && !required) return undefined;
+    const why = code === 'ENOENT' ? 'the file does not exist' : `cannot be read (${code})`;
+    throw new ConfigError(`config: ${path}: ${why}; expected a YAML mapping of configuration keys`);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text, { prettyErrors: false });
+  } catch (err) {
+    const detail = err instanceof YAMLParseError ? err.message.split('\n')[0] : String(err);
+    throw new ConfigError(`config: ${path}: invalid YAML (${detail}); expected a YAML mapping`);
+  }
+  if (doc === null || doc === undefined) return {};
+  if (!isPlain(doc)) throw new ConfigError(`config: ${path}: expected a YAML mapping at the top level`);
+  return doc;
+}
+
+/** Deep merge where mappings merge key by key and everything else (lists included) replaces. */
+function mergeInto(target: Plain, source: Plain, from: string, prefix: string, origin: Map<string, string>) {
+  for (const [k, v] of Object.entries(source)) {
+    if (k === '__proto__' || k === 'constructor' || k === 'prototype') {
+      throw new ConfigError(`config: ${prefix}${k} in ${from}: reserved key name`);
+    }
+    const key = prefix + k;
+    if (isPlain(v) && isPlain(target[k])) {
+      mergeInto(target[k] as Plain, v, from, `${key}.`, origin);
+    } else {
+      target[k] = isPlain(v) ? mergeInto({}, v, from, `${key}.`, origin) : v;
+    }
+    origin.set(key, from);
+  }
+  return target;
+}
+
+function applyEnv(target: Plain, env: NodeJS.ProcessEnv, origin: Map<string, string>) {
+  for (const [name, raw] of Object.entries(env)) {
+    if (!name.startsWith(ENV_PREFIX) || raw === undefined) continue;
+    const parts = name.slice(ENV_PREFIX.length).toLowerCase().split('__');
+    const from = `environment variable ${name}`;
+    if (parts.some((p) => p === ''))
+      throw new ConfigError(`config: ${name}: expected APP__SECTION__KEY=value`);
+    let value: unknown;
+    try {
+      value = raw === '' ? '' : parseYaml(raw);
+    } catch {
+      value = raw;
+    }
+    const leaf: Plain = {};
+    let node = leaf;
+    for (const p of parts.slice(0, -1)) node = node[p] = {} as Plain;
+    node[parts.at(-1)!] = value;
+    mergeInto(target, leaf, from, '', origin);
+  }
+  for (const [name, key] of [
+    ['APP_VERSION', 'version'],
+    ['APP_COMMIT', 'commit'],
+  ] as const) {
+    const v = env[name];
+    if (v === undefined || v === '') continue;
+    if (!isPlain(target.app)) target.app = {};
+    const app = target.app as Plain;
+    if (app[key] === undefined) {
+      app[key] = v;
+      origin.set(`app.${key}`, `environment variable ${name}`);
+    }
+  }
+}
+
+function pointerToKey(path: string): string {
+  return path.split('/').slice(1).join('.');
+}
+
+function describe(schema: TSchema): string {
+  if (schema.anyOf) return `one of ${schema.anyOf.map((s: TSchema) => JSON.stringify(s.const)).join(', ')}`;
+  const range =
+    schema.minimum !== undefined && schema.maximum !== undefined
+      ? ` from ${schema.minimum} to ${schema.maximum}`
+      : schema.exclusiveMinimum !== undefined
+        ? ` greater than ${schema.exclusiveMinimum}`
+        : '';
+  switch (schema.type) {
+    case 'integer':
+      return `an integer${range}`;
+    case 'number':
+      return `a number${range}`;
+    case 'boolean':
+      return 'true or false';
+    case 'string':
+      return schema.pattern ? `a string matching /${schema.pattern}/` : 'a non-empty string';
+    case 'array':
+      return `a list${schema.description ? ` (${schema.description})` : ''}`;
+    case 'object':
+      return 'a mapping';
+    default:
+      return schema.description ?? 'a valid value';
+  }
+}
+
+function explain(e: ValueError): string {
+  if (e.message === 'Unexpected property')
+    return 'unknown key; expected no such key (see docs/configuration.md)';
+  const got = e.value === undefined ? 'nothing' : JSON.stringify(e.value);
+  if (e.value === undefined) return `required key is missing; expected ${describe(e.schema)}`;
+  return `expected ${describe(e.schema)}, got ${got}`;
+}
+
+function checkSemantics(c: Config, sourceOf: (key: string) => string) {
+  const fail = (key: string, what: string): never => {
+    throw new ConfigError(`config: ${key} in ${sourceOf(key)}: ${what}`);
+  };
+  for (const name of ['http_buckets_ms', 'controller_buckets_ms', 'task_buckets_ms'] as const) {
+    const b = c.observability.metrics[name];
+    for (let i = 1; i < b.length; i++) {
+      if (b[i]! <= b[i - 1]!)
+        fail(
+          `observability.metrics.${name}`,
+          `expected strictly increasing bounds, got ${JSON.stringify(b)}`,
+        );
+    }
+  }
+  c.app.server.trusted_proxies.forEach((cidr, i) => {
+    if (!parseCidr(cidr))
+      fail(`app.server.trusted_proxies.${i}`, `expected an address or CIDR, got ${JSON.stringify(cidr)}`);
+  });
+  if (c.cluster.renew_interval_ms >= c.cluster.lease_ttl_ms) {
+    fail('cluster.renew_interval_ms', `expected less than cluster.lease_ttl_ms (${c.cluster.lease_ttl_ms})`);
+  }
+  if (c.storage.driver === 'postgres' && !c.storage.postgres.url) {
+    fail(
+      'storage.postgres.url',
+      'required when storage.driver is postgres; expected postgres://user@host:port/db',
+    );
+  }
+  if (c.cluster.leader_election === 'postgres' && !c.storage.postgres.url) {
+    fail('storage.postgres.url', 'required when cluster.leader_election is postgres');
+  }
+  const names = new Set<string>();
+  c.acp.operators.forEach((op, i) => {
+    if (names.has(op.name)) fail(`acp.operators.${i}.name`, `expected unique names, "${op.name}" repeats`);
+    names.add(op.name);
+  });
+  for (const [name, task] of Object.entries(c.cron.tasks)) {
+    if (task.kind === 'http.probe') {
+      if (!task.url) fail(`cron.tasks.${name}.url`, 'required for kind http.probe; expected an http(s) URL');
+      if (!task.execution_scope)
+        fail(`cron.tasks.${name}.execution_scope`, 'required for kind http.probe; expected leader or all');
+    }
+  }
+}
+
+/** Parses `a.b.c.d/n`, `::1/128` or a bare address; returns null when it is not one. */
+export function parseCidr(cidr: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {
+  const [address = '', bits, extra] = cidr.split('/');
+  const v = isIP(address);
+  if (v === 0 || extra !== undefined) return null;
+  const max = v === 4 ? 32 : 128;
+  const prefix = bits === undefined ? max : Number(bits);
+  if (!Number.isInteger(prefix) || prefix < 0 || prefix > max || (bits !== undefined && !/^\d+$/.test(bits)))
+    return null;
+  const family = v === 4 ? 'ipv4' : 'ipv6';
+  try {
+    new BlockList().addSubnet(address, prefix, family);
+  } catch {
+    return null;
+  }
+  return { address, prefix, family };
+}

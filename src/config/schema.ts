@@ -1,0 +1,164 @@
+import { type Static, Type } from '@sinclair/typebox';
+
+/**
+ * The one place every configuration key and its default lives. `docs/configuration.md` lists the
+ * same keys; `test/config/docs.test.ts` fails when the two drift apart.
+ *
+ * A schema node marked `secret: true` is redacted wherever configuration is shown
+ * (`POST /acp/system/config`) and never logged.
+ */
+
+const Milliseconds = (def: number, min = 1, max = 86_400_000) =>
+  Type.Integer({ minimum: min, maximum: max, default: def, description: 'milliseconds' });
+
+const Buckets = (def: number[]) =>
+  Type.Array(Type.Number({ exclusiveMinimum: 0 }), {
+    minItems: 1,
+    maxItems: 64,
+    default: def,
+    description: 'strictly increasing upper bounds in milliseconds',
+  });
+
+const Sha256Hex = (opts: { secret?: boolean } = {}) =>
+  Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'hex SHA-256', ...opts });
+
+/** Node ids travel in a response header, so they are held to the same alphabet as request ids. */
+export const NODE_ID_PATTERN = '^[A-Za-z0-9._:-]{1,128}$';
+
+export const ROLES = ['viewer', 'operator', 'admin'] as const;
+export const TASK_KINDS = ['stats.flush', 'cache.reload', 'targets.check', 'http.probe'] as const;
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+const strict = { additionalProperties: false, default: {} } as const;
+
+export const CronTaskSchema = Type.Object(
+  {
+    kind: Type.Union(
+      TASK_KINDS.map((k) => Type.Literal(k)),
+      { description: TASK_KINDS.join(' | ') },
+    ),
+    schedule: Type.String({ minLength: 1, description: 'cron expression, 5 or 6 fields (seconds first)' }),
+    execution_scope: Type.Optional(Type.Union([Type.Literal('leader'), Type.Literal('all')])),
+    enabled: Type.Boolean({ default: true }),
+    timeout_ms: Milliseconds(60_000),
+    url: Type.Optional(Type.String({ minLength: 1 })),
+    method: Type.Optional(Type.String({ pattern: '^[A-Z]{3,10}$' })),
+    expect_status: Type.Optional(Type.Integer({ minimum: 100, maximum: 599 })),
+    retries: Type.Optional(Type.Integer({ minimum: 0, maximum: 10 })),
+    headers: Type.Optional(Type.Record(Type.String(), Type.String(), { secret: true })),
+  },
+  { additionalProperties: false },
+);
+
+export const ConfigSchema = Type.Object(
+  {
+    app: Type.Object(
+      {
+        name: Type.String({ minLength: 1, default: 'sluice' }),
+        version: Type.Optional(Type.String({ minLength: 1 })),
+        commit: Type.Optional(Type.String({ minLength: 1 })),
+        server: Type.Object(
+          {
+            id: Type.Optional(Type.String({ pattern: NODE_ID_PATTERN })),
+            host: Type.String({ minLength: 1, default: '127.0.0.1' }),
+            port: Type.Integer({ minimum: 0, maximum: 65535, default: 8080 }),
+            trusted_proxies: Type.Array(Type.String({ minLength: 1 }), {
+              default: ['127.0.0.1/32', '::1/128'],
+              description: 'CIDR list',
+            }),
+            country_header: Type.String({ pattern: '^[A-Za-z0-9-]{1,64}$', default: 'cf-ipcountry' }),
+            body_limit_bytes: Type.Integer({ minimum: 1024, maximum: 104_857_600, default: 1_048_576 }),
+            shutdown_timeout_ms: Milliseconds(10_000, 0, 600_000),
+          },
+          strict,
+        ),
+      },
+      strict,
+    ),
+    storage: Type.Object(
+      {
+        driver: Type.Union([Type.Literal('sqlite'), Type.Literal('postgres')], { default: 'sqlite' }),
+        sqlite: Type.Object({ path: Type.String({ minLength: 1, default: './data/sluice.db' }) }, strict),
+        postgres: Type.Object(
+          {
+            url: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', secret: true })),
+            pool_max: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
+          },
+          strict,
+        ),
+      },
+      strict,
+    ),
+    cluster: Type.Object(
+      {
+        leader_election: Type.Union([Type.Literal('local'), Type.Literal('postgres')], { default: 'local' }),
+        lease_ttl_ms: Milliseconds(10_000, 100),
+        renew_interval_ms: Milliseconds(3_000, 10),
+      },
+      strict,
+    ),
+    cache: Type.Object(
+      {
+        max_entries: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 10_000 }),
+        ttl_ms: Milliseconds(60_000),
+      },
+      strict,
+    ),
+    acp: Type.Object(
+      {
+        operators: Type.Array(
+          Type.Object(
+            {
+              name: Type.String({ pattern: '^[A-Za-z0-9._@-]{1,64}$' }),
+              role: Type.Union(ROLES.map((r) => Type.Literal(r))),
+              token_sha256: Sha256Hex({ secret: true }),
+            },
+            { additionalProperties: false },
+          ),
+          { default: [] },
+        ),
+      },
+      strict,
+    ),
+    observability: Type.Object(
+      {
+        metrics: Type.Object(
+          {
+            prometheus_enabled: Type.Boolean({ default: false }),
+            prefix: Type.String({ pattern: '^[a-zA-Z_][a-zA-Z0-9_]{0,63}$', default: 'sluice' }),
+            http_buckets_ms: Buckets([5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000]),
+            controller_buckets_ms: Buckets([
+              0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000,
+            ]),
+            task_buckets_ms: Buckets([10, 50, 100, 500, 1000, 5000, 10000, 30000, 60000, 300000]),
+            auth_token_sha256: Type.Optional(Sha256Hex({ secret: true })),
+          },
+          strict,
+        ),
+        logging: Type.Object(
+          {
+            level: Type.Union(
+              LOG_LEVELS.map((l) => Type.Literal(l)),
+              { default: 'info' },
+            ),
+          },
+          strict,
+        ),
+      },
+      strict,
+    ),
+    cron: Type.Object(
+      {
+        tasks: Type.Record(Type.String({ pattern: '^[A-Za-z0-9._-]{1,64}$' }), CronTaskSchema, {
+          default: {},
+        }),
+      },
+      strict,
+    ),
+  },
+  { additionalProperties: false },
+);
+
+export type Config = Static<typeof ConfigSchema>;
+export type Role = (typeof ROLES)[number];
+export type CronTaskConfig = Static<typeof CronTaskSchema>;

@@ -1,0 +1,71 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError, describeCause, ERROR_CODES, type ErrorBody, type ErrorCode } from '../errors/index.ts';
+
+const BY_STATUS: Record<number, ErrorCode> = {
+  400: 'validation.invalid_input',
+  401: 'auth.unauthorized',
+  403: 'auth.forbidden',
+  404: 'resource.not_found',
+  405: 'request.method_not_allowed',
+  409: 'resource.conflict',
+  413: 'request.too_large',
+  415: 'request.unsupported_media_type',
+  429: 'rate.limited',
+  503: 'db.unavailable',
+};
+
+/** Maps whatever was thrown (ours, fastify's, a bug) to a contract error. */
+export function toApiError(err: unknown): ApiError {
+  if (err instanceof ApiError) return err;
+  const e = err as Partial<FastifyError> & { validation?: { instancePath?: string; message?: string }[] };
+  if (Array.isArray(e.validation)) {
+    const details = e.validation.map((v) => ({
+      path: v.instancePath || '/',
+      message: v.message ?? 'invalid',
+    }));
+    return new ApiError('validation.invalid_input', 'The request body does not match the schema.', {
+      details,
+      cause: err,
+    });
+  }
+  switch (e.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError('request.too_large', undefined, { cause: err });
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_TYPE':
+      return new ApiError('request.unsupported_media_type', undefined, { cause: err });
+  }
+  if (err instanceof SyntaxError || e.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+    return new ApiError('validation.invalid_input', 'The request body is not valid JSON.', { cause: err });
+  }
+  const status = typeof e.statusCode === 'number' ? e.statusCode : 500;
+  if (status >= 400 && status < 500) {
+    return new ApiError(BY_STATUS[status] ?? 'validation.invalid_input', undefined, { cause: err });
+  }
+  return new ApiError('internal.error', undefined, { cause: err });
+}
+
+/**
+ * Sends the contract error body and writes the request's one `api error` record. Every 4xx/5xx
+ * Sluice answers goes through here, which is what makes "one log record per API error" hold.
+ */
+export function sendApiError(request: FastifyRequest, reply: FastifyReply, thrown: unknown): FastifyReply {
+  const err = toApiError(thrown);
+  const body: ErrorBody = {
+    error: {
+      code: err.code,
+      // A 5xx never shows internals: the registry's generic message only.
+      message: err.status >= 500 ? ERROR_CODES[err.code].message : err.message,
+      request_id: request.id,
+    },
+  };
+  if (err.details !== undefined && err.status < 500) body.error.details = err.details;
+  const record: Record<string, unknown> = {
+    code: err.code,
+    http_status: err.status,
+    error: describeCause(err.cause ?? err),
+  };
+  if (err.details !== undefined) record.details = err.details;
+  request.log.error(record, 'api error');
+  return reply.code(err.status).type('application/json; charset=utf-8').send(JSON.stringify(body));
+}

@@ -1,0 +1,31 @@
+import type { FastifyInstance } from 'fastify';
+import { digestEquals, parseBearer, sha256 } from '../auth/index.ts';
+import { ApiError } from '../errors/index.ts';
+import { negotiateFormat, type Telemetry } from '../telemetry/index.ts';
+
+export interface MetricsRouteOptions {
+  /** Hex SHA-256 of the scrape token; when set, `Authorization: Bearer <token>` is required. */
+  tokenSha256: string | undefined;
+}
+
+/**
+ * `GET /metrics`: the exposition (§6), text 0.0.4 or OpenMetrics by `Accept`. Only registered when
+ * `observability.metrics.prometheus_enabled` is true, so otherwise it is a plain 404.
+ */
+export function registerMetricsRoute(
+  app: FastifyInstance,
+  telemetry: Telemetry,
+  opts: MetricsRouteOptions,
+): void {
+  const expected = opts.tokenSha256?.toLowerCase();
+  app.get('/metrics', async (request, reply) => {
+    if (expected) {
+      const token = parseBearer(request.headers.authorization);
+      if (token === undefined || !digestEquals(sha256(token), expected)) {
+        throw new ApiError('auth.unauthorized', 'A valid metrics token is required.');
+      }
+    }
+    const { body, contentType } = await telemetry.exposition(negotiateFormat(request.headers.accept));
+    return reply.type(contentType).send(body);
+  });
+}

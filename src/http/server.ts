@@ -1,0 +1,122 @@
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+  type onResponseHookHandler,
+} from 'fastify';
+import type { Config } from '../config/index.ts';
+import { ApiError } from '../errors/index.ts';
+import { LazyRequestLogger, type Logger, type Telemetry, UNMATCHED_ROUTE } from '../telemetry/index.ts';
+import { sendApiError } from './error-reply.ts';
+import { CountryResolver, requestIdFrom } from './request-context.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Upper-case ISO country of the client, when a trusted proxy told us (§3). */
+    country: string | undefined;
+  }
+}
+
+export interface ServerDeps {
+  config: Config;
+  logger: Logger;
+  telemetry: Telemetry;
+  serverId: string;
+}
+
+/**
+ * The fastify instance with everything every route shares: tracing headers on every response,
+ * per-route recorders, the JSON body rules, and the single error path. Routes are added by the
+ * capabilities (ACP, routing, health) before `listen`.
+ */
+export function createServer(deps: ServerDeps): FastifyInstance {
+  const { config, logger, telemetry, serverId } = deps;
+  const country = new CountryResolver(config.app.server.country_header, config.app.server.trusted_proxies);
+
+  const app = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    // No per-request info lines (several µs each); the error path logs what matters.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
+    genReqId: requestIdFrom,
+    childLoggerFactory: (root, bindings) =>
+      new LazyRequestLogger(root as Logger, String(bindings.request_id)) as unknown as FastifyBaseLogger,
+    bodyLimit: config.app.server.body_limit_bytes,
+    trustProxy: config.app.server.trusted_proxies,
+    // Requests that arrive while draining are still answered normally, with our headers.
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
+    ajv: {
+      customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: true, allErrors: false },
+    },
+    frameworkErrors: (err, request, reply) => {
+      sendApiError(request, reply, err);
+    },
+  });
+
+  app.decorateRequest('country', undefined);
+  app.addHook('onRequest', (request, reply, done) => {
+    const cc = country.resolve(request.raw);
+    request.country = cc;
+    reply.header('x-request-id', request.id);
+    reply.header('x-server-id', serverId);
+    if (cc !== undefined) reply.header('x-client-country-code', cc);
+    done();
+  });
+
+  // Each route gets its own recorder bound into its own onResponse hook: no lookup per request.
+  const staticRoutes = new Map<string, Set<string>>();
+  app.addHook('onRoute', (route) => {
+    const path = route.url ?? route.path;
+    if (!path.includes(':') && !path.includes('*')) {
+      const methods = staticRoutes.get(path) ?? new Set<string>();
+      for (const m of [route.method].flat()) methods.add(m);
+      staticRoutes.set(path, methods);
+    }
+    const recorder = telemetry.controllers.get(path);
+    const record: onResponseHookHandler = (_request, reply, done) => {
+      recorder.record(reply.elapsedTime, reply.statusCode >= 400);
+      done();
+    };
+    const existing = route.onResponse;
+    route.onResponse = existing === undefined ? [record] : [...[existing].flat(), record];
+  });
+
+  const unmatched = telemetry.controllers.get(UNMATCHED_ROUTE);
+  app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
+    const q = request.url.indexOf('?');
+    const path = q === -1 ? request.url : request.url.slice(0, q);
+    const methods = staticRoutes.get(path);
+    // Wrong method on a known path is recorded under that path; everything else shares one key.
+    const recorder = methods ? telemetry.controllers.get(path) : unmatched;
+    reply.raw.once('finish', () => recorder.record(reply.elapsedTime, true));
+    if (methods) {
+      const allow = [...methods].sort().join(', ');
+      reply.header('allow', allow);
+      return sendApiError(
+        request,
+        reply,
+        new ApiError('request.method_not_allowed', `Method not allowed here; allowed: ${allow}.`),
+      );
+    }
+    return sendApiError(
+      request,
+      reply,
+      new ApiError('resource.not_found', 'No route matches this method and path.'),
+    );
+  });
+
+  app.setErrorHandler((err, request, reply) => sendApiError(request, reply, err));
+
+  // JSON bodies: an empty body counts as {} (§4); prototype-poisoning keys are refused.
+  // Every other media type is refused with 415 (fastify would otherwise accept text/plain).
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '' || (typeof body === 'string' && body.trim() === '')) done(null, {});
+    else parseJson(request, body as string, done);
+  });
+
+  return app;
+}

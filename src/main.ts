@@ -1,0 +1,151 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { FastifyInstance } from 'fastify';
+import type { DestinationStream } from 'pino';
+import { AcpRouter, registerSystemRoutes } from './acp/index.ts';
+import { Authenticator, bootstrapAdmin } from './auth/index.ts';
+import { type LeaderElection, LocalElection } from './cluster/index.ts';
+import { type Config, type LoadOptions, loadConfig, resolveBuildInfo } from './config/index.ts';
+import { createServer, registerHealth, registerMetricsRoute } from './http/index.ts';
+import { openStorage, type Storage } from './storage/index.ts';
+import { createLogger, type Logger, Telemetry } from './telemetry/index.ts';
+import { type Clock, systemClock } from './time/index.ts';
+
+export interface StartOptions extends LoadOptions {
+  /** Where log lines go (tests capture them); stdout when absent. */
+  logDestination?: DestinationStream;
+  clock?: Clock;
+  /** Prints the one-time bootstrap token; stdout when absent. Never goes through the logger. */
+  print?: (line: string) => void;
+}
+
+/** A running node, as the CLI and the tests see it. */
+export interface SluiceNode {
+  url: string;
+  app: FastifyInstance;
+  config: Config;
+  mode: string;
+  serverId: string;
+  telemetry: Telemetry;
+  storage: Storage;
+  election: LeaderElection;
+  logger: Logger;
+  acp: AcpRouter;
+  /** Graceful stop: stop accepting, finish in-flight requests, release leadership, close storage. */
+  stop(): Promise<void>;
+}
+
+/** A stable-looking id for this process when `app.server.id` is unset: host name plus 8 hex. */
+export function generateServerId(): string {
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9._-]/g, '-')
+      .slice(0, 100) || 'node';
+  return `${host}-${randomBytes(4).toString('hex')}`;
+}
+
+/**
+ * The composition root — the only place that knows every part:
+ * config → logger → storage → cluster → telemetry → http (+ ACP) → listen.
+ */
+export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
+  const loaded = loadConfig(opts);
+  const { config, mode } = loaded;
+  const cwd = opts.cwd ?? process.cwd();
+  const clock = opts.clock ?? systemClock;
+  const serverId = config.app.server.id ?? generateServerId();
+  const build = resolveBuildInfo(config, cwd);
+  const logger = createLogger({
+    level: config.observability.logging.level,
+    name: config.app.name,
+    serverId,
+    ...(opts.logDestination ? { destination: opts.logDestination } : {}),
+  });
+
+  const storage = openStorage(config, clock, cwd);
+  const election: LeaderElection = new LocalElection();
+  let telemetry: Telemetry | undefined;
+  let app: FastifyInstance | undefined;
+  try {
+    await storage.migrate();
+    await election.start();
+    telemetry = new Telemetry({
+      clock,
+      serverId,
+      version: build.version,
+      commit: build.commit,
+      prefix: config.observability.metrics.prefix,
+      controllerBucketsMs: config.observability.metrics.controller_buckets_ms,
+      httpBucketsMs: config.observability.metrics.http_buckets_ms,
+      taskBucketsMs: config.observability.metrics.task_buckets_ms,
+      isLeader: () => election.isLeader(),
+      processMetrics: config.observability.metrics.prometheus_enabled,
+    });
+    telemetry.setSection('db', () => storage.stats());
+    telemetry.start();
+
+    app = createServer({ config, logger, telemetry, serverId });
+    registerHealth(app, () => storage.ping());
+    if (config.observability.metrics.prometheus_enabled) {
+      registerMetricsRoute(app, telemetry, { tokenSha256: config.observability.metrics.auth_token_sha256 });
+    }
+    const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators));
+    registerSystemRoutes(acp, { config, mode, telemetry });
+
+    if (mode === 'development') {
+      const token = await bootstrapAdmin(storage.operators, config.acp.operators.length);
+      if (token !== undefined) {
+        const print = opts.print ?? ((line: string) => process.stdout.write(`${line}\n`));
+        print(
+          `Created ACP operator "admin" (role admin). Its token, shown only this once:\n\n    ${token}\n`,
+        );
+      }
+    }
+
+    await app.listen({ host: config.app.server.host, port: config.app.server.port });
+    const addr = app.server.address();
+    const port = typeof addr === 'object' && addr ? addr.port : config.app.server.port;
+    const host = config.app.server.host.includes(':')
+      ? `[${config.app.server.host}]`
+      : config.app.server.host;
+    const url = `http://${host}:${port}`;
+    logger.info(
+      { url, mode, commit: build.commit, version: build.version, files: loaded.files },
+      'sluice started',
+    );
+
+    const started = { app, telemetry };
+    let stopping: Promise<void> | undefined;
+    return {
+      url,
+      app,
+      config,
+      mode,
+      serverId,
+      telemetry,
+      storage,
+      election,
+      logger,
+      acp,
+      stop: () => {
+        stopping ??= (async () => {
+          logger.info('sluice stopping');
+          await started.app.close();
+          await election.stop();
+          started.telemetry.stop();
+          await storage.close();
+          logger.info('sluice stopped');
+          logger.flush();
+        })();
+        return stopping;
+      },
+    };
+  } catch (err) {
+    await app?.close().catch(() => {});
+    telemetry?.stop();
+    await election.stop();
+    await storage.close();
+    logger.flush();
+    throw err;
+  }
+}

@@ -1,0 +1,22 @@
+export { currentContext, runWithContext, type WorkContext } from './context.ts';
+export {
+  CONTENT_TYPES,
+  type ExpositionFormat,
+  ExpositionWriter,
+  formatNumber,
+  negotiateFormat,
+  type Sample,
+} from './exposition.ts';
+export { type HostSection, HostStats } from './host-stats.ts';
+export { createLogger, LazyRequestLogger, type Logger, type LoggerOptions, REDACT_PATHS } from './logger.ts';
+export { DEFAULT_RELATIVE_ACCURACY, QuantileSketch } from './quantile-sketch.ts';
+export { escapeLabelValue, Recorder, type RecorderEntry, RecorderGroup } from './recorder.ts';
+export {
+  type FamilyWriter,
+  type HttpSection,
+  type SectionName,
+  type SystemMetrics,
+  Telemetry,
+  type TelemetryOptions,
+  UNMATCHED_ROUTE,
+} from './telemetry.ts';

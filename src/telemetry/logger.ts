@@ -1,0 +1,103 @@
+import { type DestinationStream, type Logger, pino } from 'pino';
+
+export type { Logger } from 'pino';
+
+/**
+ * Every path a secret can reach a log record through. pino compiles these once (fast-redact),
+ * so the cost is paid only when a record is written.
+ */
+export const REDACT_PATHS: readonly string[] = [
+  'authorization',
+  'cookie',
+  'token',
+  'password',
+  'headers.authorization',
+  'headers.cookie',
+  'headers["set-cookie"]',
+  'headers["proxy-authorization"]',
+  '*.authorization',
+  '*.cookie',
+  '*.token',
+  '*.password',
+  '*.headers.authorization',
+  '*.headers.cookie',
+  '*.headers["set-cookie"]',
+  '*.headers["proxy-authorization"]',
+];
+
+export interface LoggerOptions {
+  level: string;
+  name: string;
+  serverId: string;
+  /** Where JSON lines go; stdout (asynchronously buffered) when absent. */
+  destination?: DestinationStream;
+}
+
+/**
+ * The one root logger: JSON lines with `level` as a label, ISO `time`, `message`, and the node's
+ * `server_id` on every record (§7 of the contract).
+ */
+export function createLogger(opts: LoggerOptions): Logger {
+  return pino(
+    {
+      level: opts.level,
+      name: opts.name,
+      messageKey: 'message',
+      base: { server_id: opts.serverId },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+      redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
+    },
+    opts.destination ?? pino.destination({ dest: 1, sync: false }),
+  );
+}
+
+type LogArgs = [obj: unknown, msg?: string, ...args: unknown[]];
+
+/**
+ * A request's logger, created lazily: fastify asks for one per request, but a served redirect logs
+ * nothing, so the pino child (and its bindings serialisation) is only built when a line is written.
+ * Every line carries `request_id` and `trace_id` with the same value (seed, Errors rule 3).
+ */
+export class LazyRequestLogger {
+  readonly #root: Logger;
+  readonly #requestId: string;
+  #child: Logger | undefined;
+
+  constructor(root: Logger, requestId: string) {
+    this.#root = root;
+    this.#requestId = requestId;
+  }
+
+  get logger(): Logger {
+    this.#child ??= this.#root.child({ request_id: this.#requestId, trace_id: this.#requestId });
+    return this.#child;
+  }
+
+  get level(): string {
+    return this.#root.level;
+  }
+
+  fatal(...a: LogArgs): void {
+    if (this.#root.isLevelEnabled('fatal')) (this.logger.fatal as (...x: LogArgs) => void)(...a);
+  }
+  error(...a: LogArgs): void {
+    if (this.#root.isLevelEnabled('error')) (this.logger.error as (...x: LogArgs) => void)(...a);
+  }
+  warn(...a: LogArgs): void {
+    if (this.#root.isLevelEnabled('warn')) (this.logger.warn as (...x: LogArgs) => void)(...a);
+  }
+  info(...a: LogArgs): void {
+    if (this.#root.isLevelEnabled('info')) (this.logger.info as (...x: LogArgs) => void)(...a);
+  }
+  debug(...a: LogArgs): void {
+    if (this.#root.isLevelEnabled('debug')) (this.logger.debug as (...x: LogArgs) => void)(...a);
+  }
+  trace(...a: LogArgs): void {
+    if (this.#root.isLevelEnabled('trace')) (this.logger.trace as (...x: LogArgs) => void)(...a);
+  }
+  silent(): void {}
+  child(bindings: Record<string, unknown>): Logger {
+    return this.logger.child(bindings);
+  }
+}

@@ -1,0 +1,220 @@
+import { collectDefaultMetrics, Registry } from 'prom-client';
+import type { Clock } from '../time/index.ts';
+import { CONTENT_TYPES, type ExpositionFormat, ExpositionWriter } from './exposition.ts';
+import { type HostSection, HostStats } from './host-stats.ts';
+import { escapeLabelValue, Recorder, type RecorderEntry, RecorderGroup } from './recorder.ts';
+
+/** Route key shared by every request that matched no route, so scanners cannot grow the map. */
+export const UNMATCHED_ROUTE = '__unmatched__';
+
+export interface TelemetryOptions {
+  clock: Clock;
+  serverId: string;
+  version: string | undefined;
+  commit: string;
+  /** The seed's `svc`: metric family prefix, without the trailing underscore. */
+  prefix: string;
+  controllerBucketsMs: readonly number[];
+  httpBucketsMs: readonly number[];
+  taskBucketsMs: readonly number[];
+  isLeader: () => boolean;
+  /** Adds Node's process metrics (prom-client's default collectors) to the exposition. */
+  processMetrics?: boolean;
+}
+
+/** Outgoing HTTP statistics, measured at the base client so every retry attempt counts. */
+export interface HttpSection {
+  total_requests: number;
+  errors: number;
+  duration_ms_sum: number;
+  buckets: Record<string, number>;
+  retries: number;
+}
+
+export interface SystemMetrics {
+  host: HostSection;
+  cache: unknown;
+  db: unknown;
+  http: HttpSection;
+  controllers: Record<string, RecorderEntry>;
+  tasks: unknown;
+  streams: unknown;
+  traffic_flows: unknown;
+  version?: string;
+}
+
+/** Sections that later capabilities (storage, routing, cron) fill by registering a provider. */
+export type SectionName = 'cache' | 'db' | 'tasks' | 'streams' | 'traffic_flows';
+
+/** Writes one or more metric families into an exposition. */
+export type FamilyWriter = (w: ExpositionWriter) => void;
+
+/**
+ * The node's telemetry hub: recorders every capability records into, the system metrics object
+ * (§5) and the exposition (§6) rendered from the very same counters. Created once in the
+ * composition root and passed to whoever records — there is no global registry.
+ */
+export class Telemetry {
+  readonly clock: Clock;
+  readonly serverId: string;
+  readonly version: string | undefined;
+  readonly commit: string;
+  readonly prefix: string;
+  readonly controllers: RecorderGroup;
+  /** Outgoing HTTP: one recorder for all clients (the seed's `http` section) plus retry count. */
+  readonly http: { recorder: Recorder; retries: number };
+  /** Task run durations keyed by task name (filled by the cron capability). */
+  readonly tasks: RecorderGroup;
+  readonly host: HostStats;
+  readonly #isLeader: () => boolean;
+  readonly #sections = new Map<SectionName, () => unknown>();
+  readonly #families: FamilyWriter[] = [];
+  readonly #process: Record<ExpositionFormat, Registry> | undefined;
+
+  constructor(opts: TelemetryOptions) {
+    this.clock = opts.clock;
+    this.serverId = opts.serverId;
+    this.version = opts.version;
+    this.commit = opts.commit;
+    this.prefix = opts.prefix;
+    this.#isLeader = opts.isLeader;
+    this.controllers = new RecorderGroup('route', opts.controllerBucketsMs);
+    this.tasks = new RecorderGroup('task', opts.taskBucketsMs);
+    this.http = { recorder: new Recorder(Object.freeze([...opts.httpBucketsMs])), retries: 0 };
+    this.host = new HostStats(opts.clock, opts.serverId, opts.isLeader);
+    this.#sections.set('cache', () => ({
+      entries: 0,
+      max_entries: 0,
+      hits: 0,
+      misses: 0,
+      evictions: 0,
+      hit_ratio: 0,
+    }));
+    this.#sections.set('db', () => ({
+      driver: 'none',
+      status: 'down',
+      pool: { size: 0, idle: 0, waiting: 0 },
+      queries: 0,
+      errors: 0,
+      avg_ms: 0,
+      p95_ms: 0,
+      last_error: null,
+    }));
+    this.#sections.set('tasks', () => ({}));
+    this.#sections.set('streams', () => ({ total: 0, active: 0, hits: 0 }));
+    this.#sections.set('traffic_flows', () => ({ total: 0, active: 0, clicks: 0, no_match: 0 }));
+    if (opts.processMetrics !== false) {
+      // Two private registries (never prom-client's global one), one per exposition format.
+      const text = new Registry();
+      const om = new Registry();
+      om.setContentType(
+        Registry.OPENMETRICS_CONTENT_TYPE as unknown as typeof Registry.PROMETHEUS_CONTENT_TYPE,
+      );
+      collectDefaultMetrics({ register: text });
+      collectDefaultMetrics({ register: om });
+      this.#process = { text, openmetrics: om };
+    }
+  }
+
+  isLeader(): boolean {
+    return this.#isLeader();
+  }
+
+  start(): void {
+    this.host.start();
+  }
+
+  stop(): void {
+    this.host.stop();
+  }
+
+  /** Replaces the zero-filled default of a section with a live provider. */
+  setSection(name: SectionName, provider: () => unknown): void {
+    this.#sections.set(name, provider);
+  }
+
+  /** Adds metric families to the exposition (rendered after the built-in ones). */
+  addFamilies(writer: FamilyWriter): void {
+    this.#families.push(writer);
+  }
+
+  httpSection(): HttpSection {
+    const r = this.http.recorder;
+    return {
+      total_requests: r.count,
+      errors: r.errors,
+      duration_ms_sum: Math.round(r.sum * 1000) / 1000,
+      buckets: r.bucketsObject(),
+      retries: this.http.retries,
+    };
+  }
+
+  systemMetrics(): SystemMetrics {
+    const section = (name: SectionName) => this.#sections.get(name)!();
+    const out: SystemMetrics = {
+      host: this.host.snapshot(),
+      cache: section('cache'),
+      db: section('db'),
+      http: this.httpSection(),
+      controllers: this.controllers.snapshot(),
+      tasks: section('tasks'),
+      streams: section('streams'),
+      traffic_flows: section('traffic_flows'),
+    };
+    if (this.version !== undefined) out.version = this.version;
+    return out;
+  }
+
+  /** The exposition text in the given format, and its content type. */
+  async exposition(format: ExpositionFormat): Promise<{ body: string; contentType: string }> {
+    const w = new ExpositionWriter(format, `${this.prefix}_`);
+    this.writeFamilies(w);
+    if (this.#process) {
+      const text = await this.#process[format].metrics();
+      w.raw(format === 'openmetrics' ? text.replace(/# EOF\n?$/, '') : text);
+    }
+    return { body: w.finish(), contentType: CONTENT_TYPES[format] };
+  }
+
+  /** Every family of Sluice's own counters (everything except Node's process metrics). */
+  writeFamilies(w: ExpositionWriter): void {
+    const controllers = [...this.controllers.entries()].map(([, r]) => r);
+    w.counter(
+      'controller_requests',
+      'Handled calls per route template.',
+      controllers.map((r) => [r.labels, r.count] as const),
+    );
+    w.counter(
+      'controller_errors',
+      'Calls per route that ended in an API error.',
+      controllers.map((r) => [r.labels, r.errors] as const),
+    );
+    w.histogram('controller_duration_milliseconds', 'Handler latency per route, milliseconds.', controllers);
+
+    const tasks = [...this.tasks.entries()].map(([, r]) => r);
+    w.counter(
+      'task_runs',
+      'Finished runs per task.',
+      tasks.map((r) => [r.labels, r.count] as const),
+    );
+    w.counter(
+      'task_failures',
+      'Failed runs per task.',
+      tasks.map((r) => [r.labels, r.errors] as const),
+    );
+    w.histogram('task_duration_milliseconds', 'Task run duration, milliseconds.', tasks);
+
+    const http = this.http.recorder;
+    w.counter('http_client_requests', 'Outgoing HTTP requests (each attempt counts).', [['', http.count]]);
+    w.counter('http_client_errors', 'Failed outgoing HTTP requests.', [['', http.errors]]);
+    w.counter('http_client_retries', 'Outgoing HTTP attempts beyond the first.', [['', this.http.retries]]);
+    w.histogram('http_client_duration_milliseconds', 'Outgoing HTTP request duration, milliseconds.', [http]);
+
+    for (const write of this.#families) write(w);
+
+    w.gauge('build_info', 'Build of this node; the value is always 1.', [
+      [`version="${escapeLabelValue(this.version ?? '')}",commit="${escapeLabelValue(this.commit)}"`, 1],
+    ]);
+    w.gauge('is_leader', '1 when this node currently holds leadership.', [['', this.#isLeader() ? 1 : 0]]);
+  }
+}
