@@ -1,0 +1,165 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+const CLI = resolve(import.meta.dirname, '../src/cli.ts');
+
+function run(args: string[], opts: { cwd: string; env?: NodeJS.ProcessEnv }) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      cwd: opts.cwd,
+      env: { PATH: process.env.PATH, ...opts.env },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
+    child.on('close', (code) => done({ code, stdout, stderr }));
+  });
+}
+
+describe('sluice CLI', () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-cli-'));
+    writeFileSync(
+      join(dir, 'config.test.yml'),
+      `storage:\n  sqlite:\n    path: ${join(dir, 'cli.db')}\napp:\n  server:\n    port: 0\n`,
+    );
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  describe('configuration errors stop the start with exit 78 and one message', () => {
+    const cases: [string, string, RegExp][] = [
+      [
+        'an unknown key',
+        'app:\n  server:\n    prot: 80\n',
+        /app\.server\.prot in .*config\.bad\.yml: unknown key/,
+      ],
+      [
+        'a wrong type',
+        'app:\n  server:\n    port: eighty\n',
+        /app\.server\.port in .*config\.bad\.yml: expected an integer from 0 to 65535, got "eighty"/,
+      ],
+      [
+        'an out-of-range value',
+        'cache:\n  max_entries: 0\n',
+        /cache\.max_entries in .*config\.bad\.yml: expected an integer from 1 to/,
+      ],
+      ['invalid YAML', 'app: [\n', /config\.bad\.yml: invalid YAML/],
+    ];
+    for (const [what, yaml, message] of cases) {
+      test(what, async () => {
+        writeFileSync(join(dir, 'config.bad.yml'), yaml);
+        const r = await run(['start', '--config-dir', dir, '--mode', 'bad'], { cwd: dir });
+        assert.equal(r.code, 78, r.stderr);
+        assert.match(r.stderr, message);
+        assert.equal(r.stderr.trim().split('\n').length, 1, 'one message');
+      });
+    }
+    test('a missing mode file', async () => {
+      const r = await run(['start', '--config-dir', dir, '--mode', 'nosuch'], { cwd: dir });
+      assert.equal(r.code, 78);
+      assert.match(r.stderr, /config\.nosuch\.yml: the file does not exist/);
+    });
+    test('an environment override names its variable', async () => {
+      const r = await run(['start', '--config-dir', dir, '--mode', 'test'], {
+        cwd: dir,
+        env: { APP__APP__SERVER__PORT: '-1' },
+      });
+      assert.equal(r.code, 78);
+      assert.match(
+        r.stderr,
+        /app\.server\.port in environment variable APP__APP__SERVER__PORT: expected an integer/,
+      );
+    });
+    test('APP_CONFIG_DIR and APP_MODE are honoured', async () => {
+      writeFileSync(join(dir, 'config.envmode.yml'), 'nope: 1\n');
+      const r = await run(['start'], { cwd: dir, env: { APP_CONFIG_DIR: dir, APP_MODE: 'envmode' } });
+      assert.equal(r.code, 78);
+      assert.match(r.stderr, /nope in .*config\.envmode\.yml: unknown key/);
+    });
+  });
+
+  test('bad usage exits 64', async () => {
+    assert.equal((await run(['frobnicate'], { cwd: dir })).code, 64);
+    assert.equal(
+      (
+        await run(
+          ['operator', 'create', '--name', 'x', '--role', 'king', '--config-dir', dir, '--mode', 'test'],
+          { cwd: dir },
+        )
+      ).code,
+      64,
+    );
+    assert.equal((await run(['start', '--bogus'], { cwd: dir })).code, 64);
+  });
+
+  test('operator create prints a token once; list shows no token; revoke', async () => {
+    const args = ['--config-dir', dir, '--mode', 'test'];
+    const created = await run(['operator', 'create', '--name', 'alice', '--role', 'operator', ...args], {
+      cwd: dir,
+    });
+    assert.equal(created.code, 0, created.stderr);
+    const token = /slc_[A-Za-z0-9_-]{43}/.exec(created.stdout)?.[0];
+    assert.ok(token);
+    const dup = await run(['operator', 'create', '--name', 'alice', '--role', 'viewer', ...args], {
+      cwd: dir,
+    });
+    assert.equal(dup.code, 1);
+    assert.match(dup.stderr, /already exists/);
+    const listed = await run(['operator', 'list', '--json', ...args], { cwd: dir });
+    assert.equal(listed.code, 0);
+    assert.ok(!listed.stdout.includes(token));
+    const ops = JSON.parse(listed.stdout) as { name: string; role: string; revoked_at: string | null }[];
+    assert.deepEqual(
+      ops.map((o) => [o.name, o.role, o.revoked_at]),
+      [['alice', 'operator', null]],
+    );
+    assert.equal((await run(['operator', 'revoke', '--name', 'alice', ...args], { cwd: dir })).code, 0);
+    assert.equal((await run(['operator', 'revoke', '--name', 'alice', ...args], { cwd: dir })).code, 1);
+    const after = JSON.parse((await run(['operator', 'list', '--json', ...args], { cwd: dir })).stdout) as {
+      revoked_at: string | null;
+    }[];
+    assert.ok(after[0]?.revoked_at);
+  });
+
+  test('start serves, and SIGTERM stops it gracefully with exit 0', async () => {
+    const child: ChildProcess = spawn(
+      process.execPath,
+      [CLI, 'start', '--config-dir', dir, '--mode', 'test'],
+      {
+        cwd: dir,
+        env: { PATH: process.env.PATH },
+      },
+    );
+    let out = '';
+    child.stdout!.on('data', (d) => {
+      out += d;
+    });
+    const url = await new Promise<string>((res, rej) => {
+      const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), 10_000);
+      child.stdout!.on('data', () => {
+        const m = /listening on (http:\/\/\S+)/.exec(out);
+        if (m) {
+          clearTimeout(timer);
+          res(m[1]!);
+        }
+      });
+    });
+    const res = await fetch(`${url}/healthz`);
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    const exited = new Promise<number | null>((res) => child.on('close', res));
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0);
+    assert.match(out, /"message":"sluice stopped"/);
+  });
+});

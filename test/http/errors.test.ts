@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { ERROR_CODES } from '../../src/errors/index.ts';
+import { startTestNode, type TestNode } from '../helpers/node.ts';
+
+interface ErrorBody {
+  error: { code: string; message: string; request_id: string; details?: unknown };
+}
+
+/**
+ * Each error path of §7: the status, the contract code in the body, and exactly one `api error`
+ * record with the same request id, the real status and the underlying cause.
+ */
+describe('API errors: body and exactly one log record each', () => {
+  let t: TestNode;
+  let viewer: string;
+  before(async () => {
+    t = await startTestNode({ yaml: 'app:\n  server:\n    body_limit_bytes: 2048\n' });
+    viewer = await t.token('viewer');
+  });
+  after(() => t.close());
+
+  async function expectApiError(res: Response, status: number, code: keyof typeof ERROR_CODES) {
+    const body = (await res.json()) as ErrorBody;
+    assert.equal(res.status, status);
+    assert.equal(ERROR_CODES[code].status, status, 'registry and answer agree');
+    assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+    assert.equal(body.error.code, code);
+    assert.equal(typeof body.error.message, 'string');
+    const id = res.headers.get('x-request-id')!;
+    assert.equal(body.error.request_id, id);
+    const records = t.logs.apiErrors(id);
+    assert.equal(records.length, 1, `one api error record for ${id}`);
+    const r = records[0]!;
+    assert.equal(r.level, 'error');
+    assert.equal(r.code, code);
+    assert.equal(r.http_status, status);
+    assert.equal(r.trace_id, id);
+    assert.equal(r.server_id, t.node.serverId);
+    assert.equal(typeof r.error, 'string');
+    assert.ok((r.error as string).length > 0);
+    assert.match(String(r.time), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    return { body, record: r };
+  }
+
+  test('malformed JSON is 400 validation.invalid_input', async () => {
+    const { record } = await expectApiError(
+      await t.acp('/acp/system/metrics', viewer, '{"a":'),
+      400,
+      'validation.invalid_input',
+    );
+    assert.match(String(record.error), /JSON/);
+  });
+
+  test('a body that fails the schema is 400 with details in body and record', async () => {
+    const { body, record } = await expectApiError(
+      await t.acp('/acp/system/metrics', viewer, { unexpected: true }),
+      400,
+      'validation.invalid_input',
+    );
+    assert.ok(Array.isArray(body.error.details));
+    assert.deepEqual(record.details, body.error.details);
+  });
+
+  test('a JSON array where an object is expected is 400', async () => {
+    await expectApiError(await t.acp('/acp/system/metrics', viewer, '[]'), 400, 'validation.invalid_input');
+  });
+
+  test('a __proto__ key is refused with 400', async () => {
+    await expectApiError(
+      await t.acp('/acp/system/metrics', viewer, '{"__proto__":{"polluted":1}}'),
+      400,
+      'validation.invalid_input',
+    );
+    assert.equal(({} as Record<string, unknown>).polluted, undefined);
+  });
+
+  test('an empty body counts as {}', async () => {
+    const res = await t.acp('/acp/system/metrics', viewer, '');
+    assert.equal(res.status, 200);
+    await res.json();
+    const noType = await fetch(`${t.url}/acp/system/metrics`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${viewer}` },
+    });
+    assert.equal(noType.status, 200);
+    await noType.json();
+  });
+
+  test('a body over app.server.body_limit_bytes is 413 request.too_large', async () => {
+    await expectApiError(
+      await t.acp('/acp/system/metrics', viewer, JSON.stringify({ pad: 'x'.repeat(4096) })),
+      413,
+      'request.too_large',
+    );
+  });
+
+  test('a non-JSON media type is 415 request.unsupported_media_type', async () => {
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/xml']) {
+      await expectApiError(
+        await t.acp('/acp/system/metrics', viewer, 'a=1', { 'content-type': type }),
+        415,
+        'request.unsupported_media_type',
+      );
+    }
+  });
+
+  test('a wrong method on an ACP path is 405 with Allow', async () => {
+    for (const method of ['GET', 'PUT', 'DELETE', 'PATCH']) {
+      const res = await fetch(`${t.url}/acp/system/metrics`, { method });
+      assert.equal(res.headers.get('allow'), 'POST');
+      await expectApiError(res, 405, 'request.method_not_allowed');
+    }
+  });
+
+  test('an unknown path is 404 resource.not_found, counted under __unmatched__', async () => {
+    const before = t.node.telemetry.controllers.get('__unmatched__').count;
+    for (const path of ['/nope', '/acp/nope', '/acp/system/metrics/extra', `/${'x'.repeat(2000)}`]) {
+      await expectApiError(await fetch(t.url + path), 404, 'resource.not_found');
+    }
+    const m = t.node.telemetry.controllers.snapshot();
+    assert.equal(m.__unmatched__!.count - before, 4);
+    assert.equal(Object.keys(m).filter((k) => k.startsWith('/nope')).length, 0, 'no key per scanned path');
+  });
+
+  test('a missing or bad token is 401 auth.unauthorized', async () => {
+    await expectApiError(await t.acp('/acp/system/metrics', undefined), 401, 'auth.unauthorized');
+    await expectApiError(
+      await t.acp('/acp/system/metrics', 'slc_not-a-real-token'),
+      401,
+      'auth.unauthorized',
+    );
+    await expectApiError(
+      await t.acp('/acp/system/metrics', undefined, undefined, { authorization: 'Basic YWRtaW46YWRtaW4=' }),
+      401,
+      'auth.unauthorized',
+    );
+  });
+
+  test('the controllers entry counts errors as API errors', async () => {
+    const before = t.node.telemetry.controllers.get('/acp/system/config').entry();
+    await (await t.acp('/acp/system/config', undefined)).arrayBuffer();
+    await (await t.acp('/acp/system/config', viewer)).arrayBuffer();
+    const now = t.node.telemetry.controllers.get('/acp/system/config').entry();
+    assert.equal(now.count - before.count, 2);
+    assert.equal(now.errors - before.errors, 1);
+  });
+
+  test('tokens, Authorization and Cookie values never reach the log', async () => {
+    const secret = 'slc_SuperSecretValue123';
+    await (
+      await t.acp('/acp/system/metrics', secret, '{bad', { cookie: 'session=CookieSecret456' })
+    ).arrayBuffer();
+    await (
+      await t.acp('/acp/system/metrics', viewer, '{bad', { cookie: 'session=CookieSecret456' })
+    ).arrayBuffer();
+    assert.ok(!t.logs.raw.includes('SuperSecretValue123'));
+    assert.ok(!t.logs.raw.includes('CookieSecret456'));
+    assert.ok(!t.logs.raw.includes(viewer));
+  });
+});
