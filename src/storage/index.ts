@@ -1,20 +1,29 @@
 import { resolve } from 'node:path';
-import { type Config, ConfigError } from '../config/index.ts';
+import type { Logger } from 'pino';
+import type { Config } from '../config/index.ts';
 import type { Clock } from '../time/index.ts';
-import { SqliteStorage } from './sqlite.ts';
+import { openPostgres } from './postgres.ts';
+import { openSqlite } from './sqlite.ts';
 import type { Storage } from './types.ts';
 
 export { MIGRATIONS, type Migration } from './migrations.ts';
-export { SqliteStorage } from './sqlite.ts';
-export type { DbSection, OperatorRecord, OperatorStore, Storage, StorageDriver } from './types.ts';
+export { decodeCursor, encodeCursor } from './paging.ts';
+export { openPostgres, type PostgresOptions } from './postgres.ts';
+export { isUnavailable } from './postgres-executor.ts';
+export { openSqlite } from './sqlite.ts';
+export * from './types.ts';
 
-/** Opens the configured backend. PostgreSQL arrives with the storage capability (issue #3). */
-export function openStorage(config: Config, clock: Clock, cwd = process.cwd()): Storage {
+/** Opens the configured backend; a relative SQLite path is taken from `cwd`. */
+export function openStorage(config: Config, clock: Clock, cwd = process.cwd(), logger?: Logger): Storage {
   if (config.storage.driver === 'postgres') {
-    throw new ConfigError(
-      'config: storage.driver: postgres is not available in this build yet; expected sqlite',
-    );
+    return openPostgres({
+      url: config.storage.postgres.url!,
+      poolMax: config.storage.postgres.pool_max,
+      schema: config.storage.postgres.schema,
+      clock,
+      logger,
+    });
   }
   const path = config.storage.sqlite.path;
-  return new SqliteStorage({ path: path === ':memory:' ? path : resolve(cwd, path), clock });
+  return openSqlite(path === ':memory:' ? path : resolve(cwd, path), clock);
 }

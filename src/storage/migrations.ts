@@ -1,11 +1,13 @@
 /**
- * Versioned schema migrations, applied in order and recorded in `schema_migrations`. A shipped
- * migration is never edited: add a new version instead.
+ * Versioned schema migrations, applied in order inside one transaction and recorded in
+ * `schema_migrations`. A shipped migration is never edited: add a new version instead.
+ * Each carries the SQL of both backends; the differences are types (TIMESTAMPTZ, BIGINT).
  */
 export interface Migration {
   version: number;
   name: string;
   sqlite: string;
+  postgres: string;
 }
 
 export const MIGRATIONS: readonly Migration[] = [
@@ -23,6 +25,88 @@ export const MIGRATIONS: readonly Migration[] = [
       );
       CREATE UNIQUE INDEX operators_active_name ON operators (name) WHERE revoked_at IS NULL;
       CREATE UNIQUE INDEX operators_token ON operators (token_sha256);
+    `,
+    postgres: `
+      CREATE TABLE operators (
+        id BIGSERIAL PRIMARY KEY,
+        name TEXT NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('viewer', 'operator', 'admin')),
+        token_sha256 TEXT NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL,
+        revoked_at TIMESTAMPTZ
+      );
+      CREATE UNIQUE INDEX operators_active_name ON operators (name) WHERE revoked_at IS NULL;
+      CREATE UNIQUE INDEX operators_token ON operators (token_sha256);
+    `,
+  },
+  {
+    version: 2,
+    name: 'traffic flows and streams',
+    sqlite: `
+      CREATE TABLE traffic_flows (
+        id TEXT PRIMARY KEY,
+        slug TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('active', 'paused')),
+        rotation TEXT NOT NULL CHECK (rotation IN ('position', 'weight')),
+        clicks INTEGER NOT NULL DEFAULT 0,
+        no_match INTEGER NOT NULL DEFAULT 0,
+        last_click_at TEXT,
+        version INTEGER NOT NULL DEFAULT 1,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      );
+      CREATE TABLE streams (
+        id TEXT PRIMARY KEY,
+        flow_id TEXT NOT NULL REFERENCES traffic_flows (id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        type TEXT NOT NULL CHECK (type IN ('forced', 'regular', 'default')),
+        position INTEGER NOT NULL,
+        weight INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('active', 'paused')),
+        filters TEXT NOT NULL,
+        target_url TEXT NOT NULL,
+        redirect_code INTEGER NOT NULL,
+        hits INTEGER NOT NULL DEFAULT 0,
+        last_hit_at TEXT,
+        version INTEGER NOT NULL DEFAULT 1,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      );
+      CREATE INDEX streams_flow ON streams (flow_id, position);
+    `,
+    postgres: `
+      CREATE TABLE traffic_flows (
+        id TEXT PRIMARY KEY,
+        slug TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('active', 'paused')),
+        rotation TEXT NOT NULL CHECK (rotation IN ('position', 'weight')),
+        clicks BIGINT NOT NULL DEFAULT 0,
+        no_match BIGINT NOT NULL DEFAULT 0,
+        last_click_at TIMESTAMPTZ,
+        version INTEGER NOT NULL DEFAULT 1,
+        created_at TIMESTAMPTZ NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL
+      );
+      CREATE TABLE streams (
+        id TEXT PRIMARY KEY,
+        flow_id TEXT NOT NULL REFERENCES traffic_flows (id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        type TEXT NOT NULL CHECK (type IN ('forced', 'regular', 'default')),
+        position INTEGER NOT NULL,
+        weight INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('active', 'paused')),
+        filters TEXT NOT NULL,
+        target_url TEXT NOT NULL,
+        redirect_code INTEGER NOT NULL,
+        hits BIGINT NOT NULL DEFAULT 0,
+        last_hit_at TIMESTAMPTZ,
+        version INTEGER NOT NULL DEFAULT 1,
+        created_at TIMESTAMPTZ NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL
+      );
+      CREATE INDEX streams_flow ON streams (flow_id, position);
     `,
   },
 ];

@@ -21,6 +21,124 @@ export interface OperatorStore {
   countActive(): Promise<number>;
 }
 
+export type FlowStatus = 'active' | 'paused';
+export type Rotation = 'position' | 'weight';
+export type StreamType = 'forced' | 'regular' | 'default';
+export type StreamStatus = 'active' | 'paused';
+export type RedirectCode = 301 | 302 | 303 | 307;
+
+export interface CountryFilters {
+  countries_include?: string[];
+  countries_exclude?: string[];
+}
+
+/** A traffic flow (§8) with its persisted counters and optimistic-concurrency version. */
+export interface FlowRecord {
+  id: string;
+  slug: string;
+  name: string;
+  status: FlowStatus;
+  rotation: Rotation;
+  clicks: number;
+  no_match: number;
+  last_click_at: string | null;
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A stream (§8) with its persisted counters and optimistic-concurrency version. */
+export interface StreamRecord {
+  id: string;
+  flow_id: string;
+  name: string;
+  type: StreamType;
+  position: number;
+  weight: number;
+  status: StreamStatus;
+  filters: CountryFilters;
+  target_url: string;
+  redirect_code: RedirectCode;
+  hits: number;
+  last_hit_at: string | null;
+  version: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export type FlowInput = Pick<FlowRecord, 'slug' | 'name' | 'status' | 'rotation'>;
+export type StreamInput = Pick<
+  StreamRecord,
+  'flow_id' | 'name' | 'type' | 'position' | 'weight' | 'status' | 'filters' | 'target_url' | 'redirect_code'
+>;
+
+export type SortOrder = 'asc' | 'desc';
+export const FLOW_SORT_KEYS = ['created_at', 'slug', 'name', 'clicks'] as const;
+export const STREAM_SORT_KEYS = ['position', 'created_at', 'name', 'hits'] as const;
+export type FlowSortKey = (typeof FLOW_SORT_KEYS)[number];
+export type StreamSortKey = (typeof STREAM_SORT_KEYS)[number];
+
+export interface PageQuery<F, K extends string> {
+  filter: F;
+  sort: { by: K; order: SortOrder };
+  limit: number;
+  /** Opaque cursor from a previous page's `next_cursor`. */
+  cursor?: string | undefined;
+}
+
+export interface Page<T> {
+  items: T[];
+  total: number;
+  next_cursor: string | null;
+}
+
+export interface FlowFilter {
+  status?: FlowStatus | undefined;
+  slug?: string | undefined;
+}
+
+export interface StreamFilter {
+  flow_id?: string | undefined;
+  status?: StreamStatus | undefined;
+  type?: StreamType | undefined;
+}
+
+export interface FlowStore {
+  create(input: FlowInput): Promise<FlowRecord>;
+  get(id: string): Promise<FlowRecord | undefined>;
+  getBySlug(slug: string): Promise<FlowRecord | undefined>;
+  /** Applies changes; `expectedVersion` makes a stale update a `resource.conflict`. */
+  update(id: string, changes: Partial<FlowInput>, expectedVersion?: number): Promise<FlowRecord | undefined>;
+  /** Deletes the flow and its streams; the deleted flow, or undefined when there was none. */
+  delete(id: string): Promise<FlowRecord | undefined>;
+  list(q: PageQuery<FlowFilter, FlowSortKey>): Promise<Page<FlowRecord>>;
+}
+
+export interface StreamStore {
+  create(input: StreamInput): Promise<StreamRecord>;
+  get(id: string): Promise<StreamRecord | undefined>;
+  update(
+    id: string,
+    changes: Partial<Omit<StreamInput, 'flow_id'>>,
+    expectedVersion?: number,
+  ): Promise<StreamRecord | undefined>;
+  delete(id: string): Promise<StreamRecord | undefined>;
+  list(q: PageQuery<StreamFilter, StreamSortKey>): Promise<Page<StreamRecord>>;
+  /** Every stream of a flow, in position order (for the routing cache). */
+  ofFlow(flowId: string): Promise<StreamRecord[]>;
+}
+
+/** Counter deltas accumulated in memory and added atomically, so several nodes sum correctly. */
+export interface CounterBatch {
+  streams: { id: string; hits: number; last_hit_at: string }[];
+  flows: { id: string; clicks: number; no_match: number; last_click_at: string }[];
+}
+
+export interface Aggregates {
+  streams: { total: number; active: number; hits: number };
+  traffic_flows: { total: number; active: number; clicks: number; no_match: number };
+}
+
 /** The `db` section of system metrics (§5). */
 export interface DbSection {
   driver: StorageDriver;
@@ -33,6 +151,9 @@ export interface DbSection {
   last_error: string | null;
 }
 
+/** Called with the slug whose routing data changed (on this node or, via PostgreSQL, another). */
+export type InvalidationListener = (slug: string) => void;
+
 /**
  * One interface over the embedded SQLite file and a shared PostgreSQL. Every query is timed into
  * the `db` section. A backend that cannot reach its database throws ApiError `db.unavailable`.
@@ -40,10 +161,17 @@ export interface DbSection {
 export interface Storage {
   readonly driver: StorageDriver;
   readonly operators: OperatorStore;
-  /** Applies pending versioned migrations; idempotent. */
+  readonly flows: FlowStore;
+  readonly streams: StreamStore;
+  /** Applies pending versioned migrations; idempotent and safe when nodes start together. */
   migrate(): Promise<void>;
   /** Resolves when the database answers a trivial query. */
   ping(): Promise<void>;
+  addCounters(batch: CounterBatch): Promise<void>;
+  aggregates(): Promise<Aggregates>;
+  /** Announces that a flow's routing data changed, to every node sharing the database. */
+  publishInvalidation(slug: string): Promise<void>;
+  onInvalidation(listener: InvalidationListener): void;
   stats(): DbSection;
   close(): Promise<void>;
 }

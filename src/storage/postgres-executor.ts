@@ -1,0 +1,134 @@
+import type { Pool, PoolClient } from 'pg';
+import { ApiError } from '../errors/index.ts';
+import type { QueryStats } from './query-stats.ts';
+import type { Row, SqlExecutor } from './sql.ts';
+
+/** Connection-level failures: the server is down, restarting, or unreachable. */
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'EPIPE',
+  '57P01', // admin_shutdown
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now
+  '53300', // too_many_connections
+]);
+
+export function isUnavailable(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  if (e.code && (UNAVAILABLE_CODES.has(e.code) || e.code.startsWith('08'))) return true;
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
+    e.message ?? '',
+  );
+}
+
+const numbered = new Map<string, string>();
+/** `?` placeholders to `$1..$n`, cached per statement text. */
+function toPg(sql: string): string {
+  let out = numbered.get(sql);
+  if (out === undefined) {
+    let n = 0;
+    out = sql.replace(/\?/g, () => `$${++n}`);
+    numbered.set(sql, out);
+  }
+  return out;
+}
+
+function mapError(err: unknown, stats: QueryStats, start: number): never {
+  const unavailable = isUnavailable(err);
+  stats.failed(start, err, unavailable);
+  const code = (err as { code?: string }).code;
+  if (code === '23505' || code === '23503' || code === '40001') {
+    throw new ApiError('resource.conflict', undefined, { cause: err });
+  }
+  if (unavailable) throw new ApiError('db.unavailable', undefined, { cause: err });
+  throw err;
+}
+
+type Queryable = Pool | PoolClient;
+
+async function query(target: Queryable, stats: QueryStats, sql: string, params: readonly unknown[]) {
+  const start = stats.clock.monotonic();
+  try {
+    const res = await target.query(toPg(sql), params as unknown[]);
+    stats.ok(start);
+    return res;
+  } catch (err) {
+    return mapError(err, stats, start);
+  }
+}
+
+/** `pg` pool behind the executor interface; a transaction holds one client from BEGIN to COMMIT. */
+export class PostgresExecutor implements SqlExecutor {
+  readonly dialect = 'postgres' as const;
+  readonly #pool: Pool;
+  readonly #stats: QueryStats;
+
+  constructor(pool: Pool, stats: QueryStats) {
+    this.#pool = pool;
+    this.#stats = stats;
+  }
+
+  async all<T = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
+    return (await query(this.#pool, this.#stats, sql, params)).rows as T[];
+  }
+
+  async run(sql: string, params: readonly unknown[] = []): Promise<number> {
+    return (await query(this.#pool, this.#stats, sql, params)).rowCount ?? 0;
+  }
+
+  async script(sql: string): Promise<void> {
+    await query(this.#pool, this.#stats, sql, []);
+  }
+
+  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    const start = this.#stats.clock.monotonic();
+    let client: PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (err) {
+      return mapError(err, this.#stats, start);
+    }
+    let broken = false;
+    try {
+      await query(client, this.#stats, 'BEGIN', []);
+      const out = await fn(new PostgresTransaction(client, this.#stats));
+      await query(client, this.#stats, 'COMMIT', []);
+      return out;
+    } catch (err) {
+      try {
+        await client.query('ROLLBACK');
+      } catch {
+        broken = true;
+      }
+      throw err;
+    } finally {
+      client.release(broken);
+    }
+  }
+}
+
+class PostgresTransaction implements SqlExecutor {
+  readonly dialect = 'postgres' as const;
+  readonly #client: PoolClient;
+  readonly #stats: QueryStats;
+  constructor(client: PoolClient, stats: QueryStats) {
+    this.#client = client;
+    this.#stats = stats;
+  }
+  async all<T = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
+    return (await query(this.#client, this.#stats, sql, params)).rows as T[];
+  }
+  async run(sql: string, params: readonly unknown[] = []): Promise<number> {
+    return (await query(this.#client, this.#stats, sql, params)).rowCount ?? 0;
+  }
+  async script(sql: string): Promise<void> {
+    await query(this.#client, this.#stats, sql, []);
+  }
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    return fn(this);
+  }
+}

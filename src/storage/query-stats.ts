@@ -1,0 +1,29 @@
+import { describeCause } from '../errors/index.ts';
+import { Recorder } from '../telemetry/index.ts';
+import type { Clock } from '../time/index.ts';
+
+/**
+ * Every query of either backend is timed here, with the same recorder type as the routes, and
+ * the last failure is kept for the `db` section. `up` follows the most recent outcome.
+ */
+export class QueryStats {
+  readonly recorder = new Recorder([]);
+  readonly clock: Clock;
+  lastError: string | null = null;
+  up = true;
+
+  constructor(clock: Clock) {
+    this.clock = clock;
+  }
+
+  ok(startedAt: number): void {
+    this.recorder.record(this.clock.monotonic() - startedAt, false);
+    this.up = true;
+  }
+
+  failed(startedAt: number, err: unknown, unavailable: boolean): void {
+    this.recorder.record(this.clock.monotonic() - startedAt, true);
+    this.lastError = describeCause(err);
+    if (unavailable) this.up = false;
+  }
+}

@@ -1,0 +1,288 @@
+import { randomUUID } from 'node:crypto';
+import type { Role } from '../config/index.ts';
+import type { Clock } from '../time/index.ts';
+import { keysetPage } from './paging.ts';
+import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
+import type {
+  FlowFilter,
+  FlowInput,
+  FlowRecord,
+  FlowSortKey,
+  FlowStore,
+  OperatorRecord,
+  OperatorStore,
+  Page,
+  PageQuery,
+  StreamFilter,
+  StreamInput,
+  StreamRecord,
+  StreamSortKey,
+  StreamStore,
+} from './types.ts';
+
+const iso = (clock: Clock) => new Date(clock.now()).toISOString();
+
+const OPERATOR_COLUMNS = 'id, name, role, created_at, revoked_at';
+const toOperator = (r: Row): OperatorRecord => ({
+  id: toNum(r.id),
+  name: String(r.name),
+  role: r.role as Role,
+  created_at: toIso(r.created_at)!,
+  revoked_at: toIso(r.revoked_at),
+});
+
+export class SqlOperators implements OperatorStore {
+  readonly #x: SqlExecutor;
+  readonly #clock: Clock;
+  constructor(x: SqlExecutor, clock: Clock) {
+    this.#x = x;
+    this.#clock = clock;
+  }
+  async create(name: string, role: Role, tokenSha256: string): Promise<OperatorRecord> {
+    const [row] = await this.#x.all(
+      `INSERT INTO operators (name, role, token_sha256, created_at) VALUES (?, ?, ?, ?) RETURNING ${OPERATOR_COLUMNS}`,
+      [name, role, tokenSha256.toLowerCase(), iso(this.#clock)],
+    );
+    return toOperator(row!);
+  }
+  async list(): Promise<OperatorRecord[]> {
+    return (await this.#x.all(`SELECT ${OPERATOR_COLUMNS} FROM operators ORDER BY id`)).map(toOperator);
+  }
+  async findActiveByTokenHash(tokenSha256: string): Promise<OperatorRecord | undefined> {
+    const [row] = await this.#x.all(
+      `SELECT ${OPERATOR_COLUMNS} FROM operators WHERE token_sha256 = ? AND revoked_at IS NULL`,
+      [tokenSha256],
+    );
+    return row && toOperator(row);
+  }
+  async revoke(name: string): Promise<boolean> {
+    return (
+      (await this.#x.run('UPDATE operators SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL', [
+        iso(this.#clock),
+        name,
+      ])) > 0
+    );
+  }
+  async countActive(): Promise<number> {
+    const [row] = await this.#x.all<{ n: unknown }>(
+      'SELECT COUNT(*) AS n FROM operators WHERE revoked_at IS NULL',
+    );
+    return toNum(row?.n);
+  }
+}
+
+const FLOW_COLUMNS =
+  'id, slug, name, status, rotation, clicks, no_match, last_click_at, version, created_at, updated_at';
+const toFlow = (r: Row): FlowRecord => ({
+  id: String(r.id),
+  slug: String(r.slug),
+  name: String(r.name),
+  status: r.status as FlowRecord['status'],
+  rotation: r.rotation as FlowRecord['rotation'],
+  clicks: toNum(r.clicks),
+  no_match: toNum(r.no_match),
+  last_click_at: toIso(r.last_click_at),
+  version: toNum(r.version),
+  created_at: toIso(r.created_at)!,
+  updated_at: toIso(r.updated_at)!,
+});
+
+/** Builds `SET a = ?, b = ?` from the defined keys of a change set (keys from a fixed list only). */
+function setClause(
+  changes: Record<string, unknown>,
+  allowed: readonly string[],
+  encode: (k: string, v: unknown) => unknown,
+) {
+  const keys = allowed.filter((k) => changes[k] !== undefined);
+  return { sql: keys.map((k) => `${k} = ?`).join(', '), params: keys.map((k) => encode(k, changes[k])) };
+}
+
+const FLOW_MUTABLE = ['slug', 'name', 'status', 'rotation'] as const;
+
+export class SqlFlows implements FlowStore {
+  readonly #x: SqlExecutor;
+  readonly #clock: Clock;
+  constructor(x: SqlExecutor, clock: Clock) {
+    this.#x = x;
+    this.#clock = clock;
+  }
+  async create(input: FlowInput): Promise<FlowRecord> {
+    const now = iso(this.#clock);
+    const [row] = await this.#x.all(
+      `INSERT INTO traffic_flows (id, slug, name, status, rotation, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING ${FLOW_COLUMNS}`,
+      [randomUUID(), input.slug, input.name, input.status, input.rotation, now, now],
+    );
+    return toFlow(row!);
+  }
+  async get(id: string): Promise<FlowRecord | undefined> {
+    const [row] = await this.#x.all(`SELECT ${FLOW_COLUMNS} FROM traffic_flows WHERE id = ?`, [id]);
+    return row && toFlow(row);
+  }
+  async getBySlug(slug: string): Promise<FlowRecord | undefined> {
+    const [row] = await this.#x.all(`SELECT ${FLOW_COLUMNS} FROM traffic_flows WHERE slug = ?`, [slug]);
+    return row && toFlow(row);
+  }
+  async update(
+    id: string,
+    changes: Partial<FlowInput>,
+    expectedVersion?: number,
+  ): Promise<FlowRecord | undefined> {
+    const set = setClause(changes, FLOW_MUTABLE, (_k, v) => v);
+    const guard = expectedVersion === undefined ? '' : ' AND version = ?';
+    const [row] = await this.#x.all(
+      `UPDATE traffic_flows SET ${set.sql ? `${set.sql}, ` : ''}version = version + 1, updated_at = ?
+       WHERE id = ?${guard} RETURNING ${FLOW_COLUMNS}`,
+      [...set.params, iso(this.#clock), id, ...(expectedVersion === undefined ? [] : [expectedVersion])],
+    );
+    return row && toFlow(row);
+  }
+  async delete(id: string): Promise<FlowRecord | undefined> {
+    return this.#x.transaction(async (tx) => {
+      const [row] = await tx.all(`SELECT ${FLOW_COLUMNS} FROM traffic_flows WHERE id = ?`, [id]);
+      if (!row) return undefined;
+      // Explicit, so it holds even where foreign keys are not enforced.
+      await tx.run('DELETE FROM streams WHERE flow_id = ?', [id]);
+      await tx.run('DELETE FROM traffic_flows WHERE id = ?', [id]);
+      return toFlow(row);
+    });
+  }
+  list(q: PageQuery<FlowFilter, FlowSortKey>): Promise<Page<FlowRecord>> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    for (const k of ['status', 'slug'] as const) {
+      if (q.filter[k] !== undefined) {
+        where.push(`${k} = ?`);
+        params.push(q.filter[k]);
+      }
+    }
+    return keysetPage(this.#x, {
+      table: 'traffic_flows',
+      columns: FLOW_COLUMNS,
+      where,
+      params,
+      by: q.sort.by,
+      order: q.sort.order,
+      limit: q.limit,
+      cursor: q.cursor,
+      map: toFlow,
+      valueOf: (f) => f[q.sort.by],
+      idOf: (f) => f.id,
+    });
+  }
+}
+
+const STREAM_COLUMNS =
+  'id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, hits, last_hit_at, version, created_at, updated_at';
+const toStream = (r: Row): StreamRecord => ({
+  id: String(r.id),
+  flow_id: String(r.flow_id),
+  name: String(r.name),
+  type: r.type as StreamRecord['type'],
+  position: toNum(r.position),
+  weight: toNum(r.weight),
+  status: r.status as StreamRecord['status'],
+  filters: JSON.parse(String(r.filters)) as StreamRecord['filters'],
+  target_url: String(r.target_url),
+  redirect_code: toNum(r.redirect_code) as StreamRecord['redirect_code'],
+  hits: toNum(r.hits),
+  last_hit_at: toIso(r.last_hit_at),
+  version: toNum(r.version),
+  created_at: toIso(r.created_at)!,
+  updated_at: toIso(r.updated_at)!,
+});
+
+const STREAM_MUTABLE = [
+  'name',
+  'type',
+  'position',
+  'weight',
+  'status',
+  'filters',
+  'target_url',
+  'redirect_code',
+] as const;
+const encodeStream = (k: string, v: unknown) => (k === 'filters' ? JSON.stringify(v) : v);
+
+export class SqlStreams implements StreamStore {
+  readonly #x: SqlExecutor;
+  readonly #clock: Clock;
+  constructor(x: SqlExecutor, clock: Clock) {
+    this.#x = x;
+    this.#clock = clock;
+  }
+  async create(s: StreamInput): Promise<StreamRecord> {
+    const now = iso(this.#clock);
+    const [row] = await this.#x.all(
+      `INSERT INTO streams (id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${STREAM_COLUMNS}`,
+      [
+        randomUUID(),
+        s.flow_id,
+        s.name,
+        s.type,
+        s.position,
+        s.weight,
+        s.status,
+        JSON.stringify(s.filters),
+        s.target_url,
+        s.redirect_code,
+        now,
+        now,
+      ],
+    );
+    return toStream(row!);
+  }
+  async get(id: string): Promise<StreamRecord | undefined> {
+    const [row] = await this.#x.all(`SELECT ${STREAM_COLUMNS} FROM streams WHERE id = ?`, [id]);
+    return row && toStream(row);
+  }
+  async update(
+    id: string,
+    changes: Partial<Omit<StreamInput, 'flow_id'>>,
+    expectedVersion?: number,
+  ): Promise<StreamRecord | undefined> {
+    const set = setClause(changes, STREAM_MUTABLE, encodeStream);
+    const guard = expectedVersion === undefined ? '' : ' AND version = ?';
+    const [row] = await this.#x.all(
+      `UPDATE streams SET ${set.sql ? `${set.sql}, ` : ''}version = version + 1, updated_at = ?
+       WHERE id = ?${guard} RETURNING ${STREAM_COLUMNS}`,
+      [...set.params, iso(this.#clock), id, ...(expectedVersion === undefined ? [] : [expectedVersion])],
+    );
+    return row && toStream(row);
+  }
+  async delete(id: string): Promise<StreamRecord | undefined> {
+    const [row] = await this.#x.all(`DELETE FROM streams WHERE id = ? RETURNING ${STREAM_COLUMNS}`, [id]);
+    return row && toStream(row);
+  }
+  list(q: PageQuery<StreamFilter, StreamSortKey>): Promise<Page<StreamRecord>> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    for (const k of ['flow_id', 'status', 'type'] as const) {
+      if (q.filter[k] !== undefined) {
+        where.push(`${k} = ?`);
+        params.push(q.filter[k]);
+      }
+    }
+    return keysetPage(this.#x, {
+      table: 'streams',
+      columns: STREAM_COLUMNS,
+      where,
+      params,
+      by: q.sort.by,
+      order: q.sort.order,
+      limit: q.limit,
+      cursor: q.cursor,
+      map: toStream,
+      valueOf: (s) => s[q.sort.by],
+      idOf: (s) => s.id,
+    });
+  }
+  async ofFlow(flowId: string): Promise<StreamRecord[]> {
+    return (
+      await this.#x.all(`SELECT ${STREAM_COLUMNS} FROM streams WHERE flow_id = ? ORDER BY position, id`, [
+        flowId,
+      ])
+    ).map(toStream);
+  }
+}

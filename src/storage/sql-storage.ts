@@ -1,0 +1,150 @@
+import type { Clock } from '../time/index.ts';
+import { MIGRATIONS } from './migrations.ts';
+import type { QueryStats } from './query-stats.ts';
+import { SqlFlows, SqlOperators, SqlStreams } from './repositories.ts';
+import { type SqlExecutor, toNum } from './sql.ts';
+import type {
+  Aggregates,
+  CounterBatch,
+  DbSection,
+  FlowStore,
+  InvalidationListener,
+  OperatorStore,
+  Storage,
+  StorageDriver,
+  StreamStore,
+} from './types.ts';
+
+/** Backend specifics the shared storage needs: pool figures, cross-node notification, closing. */
+export interface Backend {
+  driver: StorageDriver;
+  exec: SqlExecutor;
+  stats: QueryStats;
+  pool(): DbSection['pool'];
+  /** Statements to run first inside the migration transaction (locks, schema). */
+  migrationPreamble: string[];
+  publish(slug: string): Promise<void>;
+  subscribe(listener: InvalidationListener): void;
+  isOpen(): boolean;
+  close(): Promise<void>;
+}
+
+/** Storage written once over {@link SqlExecutor}; SQLite and PostgreSQL differ only in their Backend. */
+export class SqlStorage implements Storage {
+  readonly driver: StorageDriver;
+  readonly operators: OperatorStore;
+  readonly flows: FlowStore;
+  readonly streams: StreamStore;
+  readonly #b: Backend;
+  readonly #clock: Clock;
+
+  constructor(backend: Backend, clock: Clock) {
+    this.#b = backend;
+    this.#clock = clock;
+    this.driver = backend.driver;
+    this.operators = new SqlOperators(backend.exec, clock);
+    this.flows = new SqlFlows(backend.exec, clock);
+    this.streams = new SqlStreams(backend.exec, clock);
+  }
+
+  async migrate(): Promise<void> {
+    const dialect = this.#b.exec.dialect;
+    await this.#b.exec.transaction(async (tx) => {
+      for (const sql of this.#b.migrationPreamble) await tx.script(sql);
+      await tx.script(
+        'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
+      );
+      const applied = new Set(
+        (await tx.all<{ version: unknown }>('SELECT version FROM schema_migrations')).map((r) =>
+          toNum(r.version),
+        ),
+      );
+      for (const m of MIGRATIONS) {
+        if (applied.has(m.version)) continue;
+        await tx.script(m[dialect]);
+        await tx.run('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)', [
+          m.version,
+          m.name,
+          new Date(this.#clock.now()).toISOString(),
+        ]);
+      }
+    });
+  }
+
+  async ping(): Promise<void> {
+    await this.#b.exec.all('SELECT 1 AS ok');
+  }
+
+  async addCounters(batch: CounterBatch): Promise<void> {
+    if (batch.streams.length === 0 && batch.flows.length === 0) return;
+    const ts = this.#b.exec.dialect === 'postgres' ? 'CAST(? AS TIMESTAMPTZ)' : '?';
+    // Rows in id order, so concurrent flushes from several nodes lock them in the same order.
+    const streams = [...batch.streams].sort((a, b) => (a.id < b.id ? -1 : 1));
+    const flows = [...batch.flows].sort((a, b) => (a.id < b.id ? -1 : 1));
+    await this.#b.exec.transaction(async (tx) => {
+      for (const s of streams) {
+        await tx.run(
+          `UPDATE streams SET hits = hits + ?,
+             last_hit_at = CASE WHEN last_hit_at IS NULL OR last_hit_at < ${ts} THEN ${ts} ELSE last_hit_at END
+           WHERE id = ?`,
+          [s.hits, s.last_hit_at, s.last_hit_at, s.id],
+        );
+      }
+      for (const f of flows) {
+        await tx.run(
+          `UPDATE traffic_flows SET clicks = clicks + ?, no_match = no_match + ?,
+             last_click_at = CASE WHEN last_click_at IS NULL OR last_click_at < ${ts} THEN ${ts} ELSE last_click_at END
+           WHERE id = ?`,
+          [f.clicks, f.no_match, f.last_click_at, f.last_click_at, f.id],
+        );
+      }
+    });
+  }
+
+  async aggregates(): Promise<Aggregates> {
+    const [s] = await this.#b.exec.all(
+      `SELECT COUNT(*) AS total, COALESCE(SUM(CASE WHEN status = 'active' THEN 1 ELSE 0 END), 0) AS active,
+              COALESCE(SUM(hits), 0) AS hits FROM streams`,
+    );
+    const [f] = await this.#b.exec.all(
+      `SELECT COUNT(*) AS total, COALESCE(SUM(CASE WHEN status = 'active' THEN 1 ELSE 0 END), 0) AS active,
+              COALESCE(SUM(clicks), 0) AS clicks, COALESCE(SUM(no_match), 0) AS no_match FROM traffic_flows`,
+    );
+    return {
+      streams: { total: toNum(s?.total), active: toNum(s?.active), hits: toNum(s?.hits) },
+      traffic_flows: {
+        total: toNum(f?.total),
+        active: toNum(f?.active),
+        clicks: toNum(f?.clicks),
+        no_match: toNum(f?.no_match),
+      },
+    };
+  }
+
+  publishInvalidation(slug: string): Promise<void> {
+    return this.#b.publish(slug);
+  }
+
+  onInvalidation(listener: InvalidationListener): void {
+    this.#b.subscribe(listener);
+  }
+
+  stats(): DbSection {
+    const st = this.#b.stats;
+    const e = st.recorder.entry();
+    return {
+      driver: this.driver,
+      status: st.up && this.#b.isOpen() ? 'up' : 'down',
+      pool: this.#b.pool(),
+      queries: e.count,
+      errors: e.errors,
+      avg_ms: e.avg_ms,
+      p95_ms: e.p95_ms,
+      last_error: st.lastError,
+    };
+  }
+
+  close(): Promise<void> {
+    return this.#b.close();
+  }
+}

@@ -1,0 +1,125 @@
+import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
+import { ApiError } from '../errors/index.ts';
+import type { QueryStats } from './query-stats.ts';
+import type { Row, SqlExecutor } from './sql.ts';
+
+/** SQLite primary result codes that mean the database itself is not usable (busy, I/O, corrupt...). */
+const UNAVAILABLE = new Set([5, 6, 10, 11, 13, 14, 26]);
+const CONSTRAINT = 19;
+
+function toParam(v: unknown): SQLInputValue {
+  if (v === undefined) return null;
+  if (typeof v === 'boolean') return v ? 1 : 0;
+  if (v instanceof Date) return v.toISOString();
+  return v as SQLInputValue;
+}
+
+/**
+ * `node:sqlite` behind the async executor interface. Statements are prepared once and cached.
+ * A transaction holds a gate so that no other caller's statement lands inside it while it awaits.
+ */
+export class SqliteExecutor implements SqlExecutor {
+  readonly dialect = 'sqlite' as const;
+  readonly #db: DatabaseSync;
+  readonly #stats: QueryStats;
+  readonly #statements = new Map<string, StatementSync>();
+  #gate: Promise<void> | null = null;
+
+  constructor(db: DatabaseSync, stats: QueryStats) {
+    this.#db = db;
+    this.#stats = stats;
+  }
+
+  async all<T = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
+    while (this.#gate) await this.#gate;
+    return this.exec(sql, params, true) as T[];
+  }
+
+  async run(sql: string, params: readonly unknown[] = []): Promise<number> {
+    while (this.#gate) await this.#gate;
+    return this.exec(sql, params, false) as number;
+  }
+
+  async script(sql: string): Promise<void> {
+    while (this.#gate) await this.#gate;
+    this.execScript(sql);
+  }
+
+  execScript(sql: string): void {
+    const start = this.#stats.clock.monotonic();
+    try {
+      this.#db.exec(sql);
+      this.#stats.ok(start);
+    } catch (err) {
+      this.#stats.failed(start, err, false);
+      throw err;
+    }
+  }
+
+  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    while (this.#gate) await this.#gate;
+    let open!: () => void;
+    this.#gate = new Promise((r) => {
+      open = r;
+    });
+    try {
+      this.exec('BEGIN IMMEDIATE', [], false);
+      try {
+        const out = await fn(new SqliteTransaction(this));
+        this.exec('COMMIT', [], false);
+        return out;
+      } catch (err) {
+        if (this.#db.isTransaction) this.#db.exec('ROLLBACK');
+        throw err;
+      }
+    } finally {
+      this.#gate = null;
+      open();
+    }
+  }
+
+  /** Runs one statement now, timed; maps SQLite failures to contract errors. */
+  exec(sql: string, params: readonly unknown[], rows: boolean): Row[] | number {
+    const start = this.#stats.clock.monotonic();
+    try {
+      let stmt = this.#statements.get(sql);
+      if (stmt === undefined) {
+        stmt = this.#db.prepare(sql);
+        this.#statements.set(sql, stmt);
+      }
+      const args = params.map(toParam);
+      const out = rows ? (stmt.all(...args) as Row[]) : Number(stmt.run(...args).changes);
+      this.#stats.ok(start);
+      return out;
+    } catch (err) {
+      const code = (err as { errcode?: number }).errcode;
+      const primary = code === undefined ? undefined : code & 0xff;
+      const unavailable = primary !== undefined ? UNAVAILABLE.has(primary) : !this.#db.isOpen;
+      this.#stats.failed(start, err, unavailable);
+      if (primary === CONSTRAINT) throw new ApiError('resource.conflict', undefined, { cause: err });
+      if (unavailable) throw new ApiError('db.unavailable', undefined, { cause: err });
+      throw err;
+    }
+  }
+}
+
+/** The executor seen from inside a transaction: statements run at once, nesting flattens. */
+class SqliteTransaction implements SqlExecutor {
+  readonly dialect = 'sqlite' as const;
+  readonly #outer: SqliteExecutor;
+  constructor(outer: SqliteExecutor) {
+    this.#outer = outer;
+  }
+  async all<T = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
+    return this.#outer.exec(sql, params, true) as T[];
+  }
+  async run(sql: string, params: readonly unknown[] = []): Promise<number> {
+    return this.#outer.exec(sql, params, false) as number;
+  }
+  async script(sql: string): Promise<void> {
+    this.#outer.execScript(sql);
+  }
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    return fn(this);
+  }
+}

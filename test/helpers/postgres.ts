@@ -1,0 +1,47 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+/** The PostgreSQL the tests use: `SLUICE_TEST_PG_URL`, else the local server on 127.0.0.1:5432. */
+export const PG_URL = process.env.SLUICE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+let reachable: Promise<boolean> | undefined;
+
+/**
+ * Whether PostgreSQL answers. Outside CI a test that needs it is skipped with a clear message when
+ * it does not; in CI (`CI` set) an unreachable server is a failure, never a silent skip.
+ */
+export function pgAvailable(): Promise<boolean> {
+  reachable ??= (async () => {
+    const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+      return true;
+    } catch (err) {
+      if (process.env.CI)
+        throw new Error(`PostgreSQL at ${PG_URL} is required in CI: ${(err as Error).message}`);
+      process.stderr.write(
+        `# PostgreSQL at ${PG_URL} unreachable (${(err as Error).message}): skipping PostgreSQL tests\n`,
+      );
+      return false;
+    } finally {
+      await client.end().catch(() => {});
+    }
+  })();
+  return reachable;
+}
+
+/** A fresh schema name for one test; drop it with {@link dropSchema}. */
+export function testSchema(): string {
+  return `sluice_t_${randomBytes(5).toString('hex')}`;
+}
+
+export async function dropSchema(schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  } finally {
+    await client.end();
+  }
+}

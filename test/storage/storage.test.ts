@@ -1,0 +1,292 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { ApiError } from '../../src/errors/index.ts';
+import type { FlowRecord, Storage, StreamInput } from '../../src/storage/index.ts';
+import { BACKENDS } from './backends.ts';
+
+const stream = (flow_id: string, over: Partial<StreamInput> = {}): StreamInput => ({
+  flow_id,
+  name: 's',
+  type: 'regular',
+  position: 0,
+  weight: 100,
+  status: 'active',
+  filters: {},
+  target_url: 'https://example.com/',
+  redirect_code: 302,
+  ...over,
+});
+
+const isCode = (code: string) => (err: unknown) => err instanceof ApiError && err.code === code;
+
+for (const backend of BACKENDS) {
+  describe(`storage on ${backend.name}`, async () => {
+    const available = await backend.available();
+    let storage: Storage;
+    let cleanup: () => Promise<void>;
+    let reopen: () => Storage;
+    before(async () => {
+      if (!available) return;
+      ({ storage, cleanup, reopen } = await backend.open());
+    });
+    after(async () => {
+      if (available) await cleanup();
+    });
+    const it = (name: string, fn: () => Promise<void>) =>
+      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
+
+    it('migrations are idempotent, also from a second connection', async () => {
+      await storage.migrate();
+      const other = reopen();
+      // Two nodes racing on one PostgreSQL; SQLite has one node per file (a second in-process
+      // connection would only block on the file lock), so there it runs after.
+      if (backend.name === 'postgres') await Promise.all([other.migrate(), storage.migrate()]);
+      else await other.migrate();
+      await other.close();
+      await storage.ping();
+    });
+
+    it('flows: create, read by id and slug, update with version, stale update conflicts', async () => {
+      const f = await storage.flows.create({
+        slug: 'crud-1',
+        name: 'One',
+        status: 'active',
+        rotation: 'position',
+      });
+      assert.match(f.id, /^[0-9a-f-]{36}$/);
+      assert.equal(f.version, 1);
+      assert.equal(f.clicks, 0);
+      assert.match(f.created_at, /^\d{4}-\d\d-\d\dT/);
+      assert.deepEqual(await storage.flows.get(f.id), f);
+      assert.deepEqual(await storage.flows.getBySlug('crud-1'), f);
+      const u = await storage.flows.update(f.id, { name: 'Uno', status: 'paused' }, 1);
+      assert.equal(u?.name, 'Uno');
+      assert.equal(u?.status, 'paused');
+      assert.equal(u?.version, 2);
+      assert.equal(
+        await storage.flows.update(f.id, { name: 'stale' }, 1),
+        undefined,
+        'stale version changes nothing',
+      );
+      assert.equal((await storage.flows.get(f.id))?.name, 'Uno');
+      assert.equal(
+        await storage.flows.update('00000000-0000-0000-0000-000000000000', { name: 'x' }),
+        undefined,
+      );
+    });
+
+    it('a duplicate slug is resource.conflict, on create and on update', async () => {
+      await storage.flows.create({ slug: 'dup', name: 'a', status: 'active', rotation: 'position' });
+      const b = await storage.flows.create({
+        slug: 'dup-2',
+        name: 'b',
+        status: 'active',
+        rotation: 'position',
+      });
+      await assert.rejects(
+        storage.flows.create({ slug: 'dup', name: 'c', status: 'active', rotation: 'position' }),
+        isCode('resource.conflict'),
+      );
+      await assert.rejects(storage.flows.update(b.id, { slug: 'dup' }), isCode('resource.conflict'));
+    });
+
+    it('streams: create, update, ofFlow in position order; deleting a flow deletes its streams', async () => {
+      const f = await storage.flows.create({
+        slug: 'with-streams',
+        name: 'w',
+        status: 'active',
+        rotation: 'weight',
+      });
+      const s2 = await storage.streams.create(
+        stream(f.id, { name: 'b', position: 2, filters: { countries_include: ['DE'] } }),
+      );
+      const s1 = await storage.streams.create(stream(f.id, { name: 'a', position: 1, type: 'forced' }));
+      assert.deepEqual(s2.filters, { countries_include: ['DE'] });
+      assert.deepEqual(
+        (await storage.streams.ofFlow(f.id)).map((s) => s.name),
+        ['a', 'b'],
+      );
+      const u = await storage.streams.update(
+        s1.id,
+        { weight: 7, filters: { countries_exclude: ['US'] } },
+        s1.version,
+      );
+      assert.equal(u?.weight, 7);
+      assert.deepEqual(u?.filters, { countries_exclude: ['US'] });
+      assert.equal(await storage.streams.update(s1.id, { weight: 8 }, s1.version), undefined);
+      const deleted = await storage.flows.delete(f.id);
+      assert.equal(deleted?.id, f.id);
+      assert.equal(await storage.streams.get(s1.id), undefined);
+      assert.equal(await storage.streams.get(s2.id), undefined);
+      assert.equal(await storage.flows.delete(f.id), undefined);
+    });
+
+    it('a stream for a missing flow is refused', async () => {
+      await assert.rejects(
+        storage.streams.create(stream('00000000-0000-0000-0000-000000000000')),
+        isCode('resource.conflict'),
+      );
+    });
+
+    it('keyset paging: no repeats or gaps while rows are inserted between pages', async () => {
+      const made: FlowRecord[] = [];
+      for (let i = 0; i < 12; i++) {
+        made.push(
+          await storage.flows.create({
+            slug: `page-${String(i).padStart(2, '0')}`,
+            name: `p${i}`,
+            status: 'active',
+            rotation: 'position',
+          }),
+        );
+      }
+      const seen: string[] = [];
+      let cursor: string | undefined;
+      let pages = 0;
+      do {
+        const page = await storage.flows.list({
+          filter: {},
+          sort: { by: 'slug', order: 'asc' },
+          limit: 5,
+          cursor,
+        });
+        seen.push(...page.items.map((f) => f.slug));
+        cursor = page.next_cursor ?? undefined;
+        // Inserting before the cursor must not shift later pages.
+        if (pages++ === 0)
+          await storage.flows.create({
+            slug: 'page-00a',
+            name: 'late',
+            status: 'active',
+            rotation: 'position',
+          });
+      } while (cursor);
+      const pageSlugs = seen.filter((s) => s.startsWith('page-'));
+      assert.deepEqual(pageSlugs, [...new Set(pageSlugs)], 'no repeats');
+      for (const f of made) assert.ok(pageSlugs.includes(f.slug), `${f.slug} not skipped`);
+    });
+
+    it('list: filters, sort desc, total, and a cursor from another sort is refused', async () => {
+      const f = await storage.flows.create({
+        slug: 'list-f',
+        name: 'l',
+        status: 'active',
+        rotation: 'position',
+      });
+      for (let i = 0; i < 5; i++) {
+        await storage.streams.create(
+          stream(f.id, {
+            name: `n${i}`,
+            position: i,
+            type: i === 4 ? 'default' : 'regular',
+            status: i === 3 ? 'paused' : 'active',
+          }),
+        );
+      }
+      const all = await storage.streams.list({
+        filter: { flow_id: f.id },
+        sort: { by: 'position', order: 'desc' },
+        limit: 2,
+      });
+      assert.equal(all.total, 5);
+      assert.deepEqual(
+        all.items.map((s) => s.position),
+        [4, 3],
+      );
+      assert.ok(all.next_cursor);
+      const paused = await storage.streams.list({
+        filter: { flow_id: f.id, status: 'paused' },
+        sort: { by: 'position', order: 'asc' },
+        limit: 10,
+      });
+      assert.deepEqual(
+        paused.items.map((s) => s.name),
+        ['n3'],
+      );
+      assert.equal(paused.next_cursor, null);
+      const defaults = await storage.streams.list({
+        filter: { flow_id: f.id, type: 'default' },
+        sort: { by: 'name', order: 'asc' },
+        limit: 10,
+      });
+      assert.equal(defaults.total, 1);
+      await assert.rejects(
+        storage.streams.list({
+          filter: { flow_id: f.id },
+          sort: { by: 'name', order: 'desc' },
+          limit: 2,
+          cursor: all.next_cursor,
+        }),
+        isCode('validation.invalid_input'),
+      );
+      await assert.rejects(
+        storage.streams.list({
+          filter: {},
+          sort: { by: 'name', order: 'asc' },
+          limit: 2,
+          cursor: 'garbage!',
+        }),
+        isCode('validation.invalid_input'),
+      );
+    });
+
+    it('counters add atomically: concurrent batches from two connections sum exactly', async () => {
+      const f = await storage.flows.create({
+        slug: 'count-f',
+        name: 'c',
+        status: 'active',
+        rotation: 'position',
+      });
+      const s = await storage.streams.create(stream(f.id));
+      // Two connections stand for two nodes on PostgreSQL; SQLite is one node per file.
+      const other = backend.name === 'postgres' ? reopen() : storage;
+      const batch = (n: number, at: string) => ({
+        streams: [{ id: s.id, hits: n, last_hit_at: at }],
+        flows: [{ id: f.id, clicks: n, no_match: 1, last_click_at: at }],
+      });
+      await Promise.all([
+        ...Array.from({ length: 10 }, (_, i) =>
+          storage.addCounters(batch(i + 1, `2026-01-01T00:00:0${i}.000Z`)),
+        ),
+        ...Array.from({ length: 10 }, () => other.addCounters(batch(100, '2026-01-01T00:00:00.500Z'))),
+      ]);
+      if (other !== storage) await other.close();
+      const got = await storage.streams.get(s.id);
+      const flow = await storage.flows.get(f.id);
+      assert.equal(got?.hits, 55 + 1000);
+      assert.equal(flow?.clicks, 55 + 1000);
+      assert.equal(flow?.no_match, 20);
+      assert.equal(got?.last_hit_at, '2026-01-01T00:00:09.000Z', 'the latest timestamp wins');
+      const agg = await storage.aggregates();
+      assert.ok(agg.streams.hits >= 1055);
+      assert.ok(agg.traffic_flows.clicks >= 1055);
+      assert.ok(agg.streams.total >= 1 && agg.streams.active <= agg.streams.total);
+    });
+
+    it('operators: create, find by token hash, revoke; names unique among active ones', async () => {
+      const hash = 'a'.repeat(64);
+      const op = await storage.operators.create('ann', 'viewer', hash);
+      assert.equal((await storage.operators.findActiveByTokenHash(hash))?.name, 'ann');
+      await assert.rejects(
+        storage.operators.create('ann', 'admin', 'b'.repeat(64)),
+        isCode('resource.conflict'),
+      );
+      assert.equal(await storage.operators.revoke('ann'), true);
+      assert.equal(await storage.operators.findActiveByTokenHash(hash), undefined);
+      const again = await storage.operators.create('ann', 'admin', 'c'.repeat(64));
+      assert.notEqual(again.id, op.id);
+      assert.equal(await storage.operators.countActive(), 1);
+    });
+
+    it('queries are timed into the db section', async () => {
+      const before = storage.stats();
+      await storage.ping();
+      const after = storage.stats();
+      assert.equal(after.driver, backend.name);
+      assert.equal(after.status, 'up');
+      assert.equal(after.queries, before.queries + 1);
+      assert.ok(after.errors >= 1, 'the refused writes above were counted as errors');
+      assert.ok(after.last_error);
+    });
+  });
+}
