@@ -2,11 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
-import { AcpRouter, registerSystemRoutes } from './acp/index.ts';
+import { AcpRouter, registerRoutingRoutes, registerSystemRoutes } from './acp/index.ts';
 import { Authenticator, bootstrapAdmin } from './auth/index.ts';
 import { type LeaderElection, LocalElection } from './cluster/index.ts';
 import { type Config, type LoadOptions, loadConfig, resolveBuildInfo } from './config/index.ts';
 import { createServer, registerHealth, registerMetricsRoute } from './http/index.ts';
+import { RoutingService, registerGoRoute } from './routing/index.ts';
 import { openStorage, type Storage } from './storage/index.ts';
 import { createLogger, type Logger, Telemetry } from './telemetry/index.ts';
 import { type Clock, systemClock } from './time/index.ts';
@@ -17,6 +18,8 @@ export interface StartOptions extends LoadOptions {
   clock?: Clock;
   /** Prints the one-time bootstrap token; stdout when absent. Never goes through the logger. */
   print?: (line: string) => void;
+  /** The routing decision's random source (weighted rotation); tests seed it. */
+  random?: () => number;
 }
 
 /** A running node, as the CLI and the tests see it. */
@@ -29,6 +32,7 @@ export interface SluiceNode {
   telemetry: Telemetry;
   storage: Storage;
   election: LeaderElection;
+  routing: RoutingService;
   logger: Logger;
   acp: AcpRouter;
   /** Graceful stop: stop accepting, finish in-flight requests, release leadership, close storage. */
@@ -46,7 +50,7 @@ export function generateServerId(): string {
 
 /**
  * The composition root — the only place that knows every part:
- * config → logger → storage → cluster → telemetry → http (+ ACP) → listen.
+ * config → logger → storage → cluster → telemetry → routing → http (+ ACP) → listen.
  */
 export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
   const loaded = loadConfig(opts);
@@ -62,10 +66,11 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     ...(opts.logDestination ? { destination: opts.logDestination } : {}),
   });
 
-  const storage = openStorage(config, clock, cwd);
+  const storage = openStorage(config, clock, cwd, logger);
   const election: LeaderElection = new LocalElection();
   let telemetry: Telemetry | undefined;
   let app: FastifyInstance | undefined;
+  let stopRouting: (() => Promise<void>) | undefined;
   try {
     await storage.migrate();
     await election.start();
@@ -81,8 +86,19 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       isLeader: () => election.isLeader(),
       processMetrics: config.observability.metrics.prometheus_enabled,
     });
+    const routing = new RoutingService({
+      storage,
+      logger,
+      cacheMaxEntries: config.cache.max_entries,
+      cacheTtlMs: config.cache.ttl_ms,
+    });
     telemetry.setSection('db', () => storage.stats());
+    telemetry.setSection('cache', () => routing.cache.section());
+    telemetry.setSection('streams', () => routing.streamsSection());
+    telemetry.setSection('traffic_flows', () => routing.flowsSection());
     telemetry.start();
+    routing.start();
+    stopRouting = () => routing.stop();
 
     app = createServer({ config, logger, telemetry, serverId });
     registerHealth(app, () => storage.ping());
@@ -91,6 +107,8 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     }
     const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators));
     registerSystemRoutes(acp, { config, mode, telemetry });
+    registerRoutingRoutes(acp, { routing, telemetry, commit: build.commit });
+    registerGoRoute(app, routing, clock, opts.random);
 
     if (mode === 'development') {
       const token = await bootstrapAdmin(storage.operators, config.acp.operators.length);
@@ -114,7 +132,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       'sluice started',
     );
 
-    const started = { app, telemetry };
+    const started = { app, telemetry, routing };
     let stopping: Promise<void> | undefined;
     return {
       url,
@@ -125,12 +143,15 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       telemetry,
       storage,
       election,
+      routing,
       logger,
       acp,
       stop: () => {
         stopping ??= (async () => {
           logger.info('sluice stopping');
           await started.app.close();
+          // In-flight requests are done: whatever they counted is persisted before storage closes.
+          await started.routing.stop();
           await election.stop();
           started.telemetry.stop();
           await storage.close();
@@ -142,6 +163,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     };
   } catch (err) {
     await app?.close().catch(() => {});
+    await stopRouting?.().catch(() => {});
     telemetry?.stop();
     await election.stop();
     await storage.close();

@@ -1,2 +1,3 @@
 export { type AcpCall, type AcpRouteDef, AcpRouter, EmptyBody } from './acp-router.ts';
+export { type RoutingRoutesDeps, registerRoutingRoutes } from './routing-routes.ts';
 export { registerSystemRoutes, type SystemDeps } from './system-routes.ts';

@@ -1,0 +1,82 @@
+import type { RoutingService } from '../routing/index.ts';
+import {
+  FlowCreateBody,
+  FlowListBody,
+  FlowUpdateBody,
+  IdBody,
+  StreamCreateBody,
+  StreamListBody,
+  StreamUpdateBody,
+} from '../routing/index.ts';
+import type { Telemetry } from '../telemetry/index.ts';
+import type { AcpRouter } from './acp-router.ts';
+
+export interface RoutingRoutesDeps {
+  routing: RoutingService;
+  telemetry: Telemetry;
+  commit: string;
+}
+
+/**
+ * Flows and streams in the ACP (§4): lists for any operator, with `runtime` (the list route's own
+ * recorder entry, the same object system metrics shows under `controllers`) and `commit`;
+ * create, update and delete for admins.
+ */
+export function registerRoutingRoutes(acp: AcpRouter, deps: RoutingRoutesDeps): void {
+  const { routing, telemetry, commit } = deps;
+  const listed = <T>(path: string, page: T) => ({
+    ...page,
+    runtime: telemetry.controllers.get(path).entry(),
+    commit,
+  });
+
+  acp.add({
+    path: '/acp/traffic-flows/list',
+    role: 'viewer',
+    body: FlowListBody,
+    handler: async ({ body }) => listed('/acp/traffic-flows/list', await routing.listFlows(body)),
+  });
+  acp.add({
+    path: '/acp/traffic-flows/create',
+    role: 'admin',
+    body: FlowCreateBody,
+    handler: ({ body }) => routing.createFlow(body),
+  });
+  acp.add({
+    path: '/acp/traffic-flows/update',
+    role: 'admin',
+    body: FlowUpdateBody,
+    handler: ({ body }) => routing.updateFlow(body),
+  });
+  acp.add({
+    path: '/acp/traffic-flows/delete',
+    role: 'admin',
+    body: IdBody,
+    handler: ({ body }) => routing.deleteFlow(body.id),
+  });
+
+  acp.add({
+    path: '/acp/streams/list',
+    role: 'viewer',
+    body: StreamListBody,
+    handler: async ({ body }) => listed('/acp/streams/list', await routing.listStreams(body)),
+  });
+  acp.add({
+    path: '/acp/streams/create',
+    role: 'admin',
+    body: StreamCreateBody,
+    handler: ({ body }) => routing.createStream(body),
+  });
+  acp.add({
+    path: '/acp/streams/update',
+    role: 'admin',
+    body: StreamUpdateBody,
+    handler: ({ body }) => routing.updateStream(body),
+  });
+  acp.add({
+    path: '/acp/streams/delete',
+    role: 'admin',
+    body: IdBody,
+    handler: ({ body }) => routing.deleteStream(body.id),
+  });
+}

@@ -1,0 +1,128 @@
+import type { FlowRecord, StreamRecord } from '../storage/index.ts';
+import { MACROS, type Macro } from './validation.ts';
+
+/** What a target URL's macros are filled from. */
+export interface MacroValues {
+  country: string | undefined;
+  flow: string;
+  stream: string;
+  request_id: string;
+}
+
+/** A stream ready for the hot path: filters as sets, target URL pre-split around its macros. */
+export interface RoutableStream {
+  id: string;
+  weight: number;
+  redirectCode: number;
+  include: ReadonlySet<string> | undefined;
+  exclude: ReadonlySet<string> | undefined;
+  /** Literal pieces and macro names, alternating; literal-only URLs are one piece. */
+  target: readonly (string | { macro: Macro })[];
+}
+
+/** A flow ready for the hot path; built once per cache fill, never per request. */
+export interface CompiledFlow {
+  id: string;
+  slug: string;
+  active: boolean;
+  rotation: 'position' | 'weight';
+  forced: readonly RoutableStream[];
+  regular: readonly RoutableStream[];
+  fallback: readonly RoutableStream[];
+}
+
+const MACRO_RE = new RegExp(`\\{(${MACROS.join('|')})\\}`, 'g');
+
+function splitTarget(url: string): (string | { macro: Macro })[] {
+  const parts: (string | { macro: Macro })[] = [];
+  let last = 0;
+  for (const m of url.matchAll(MACRO_RE)) {
+    if (m.index > last) parts.push(url.slice(last, m.index));
+    parts.push({ macro: m[1] as Macro });
+    last = m.index + m[0].length;
+  }
+  if (last < url.length) parts.push(url.slice(last));
+  return parts;
+}
+
+const byPosition = (a: StreamRecord, b: StreamRecord) => a.position - b.position || (a.id < b.id ? -1 : 1);
+
+export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]): CompiledFlow {
+  const active = streams.filter((s) => s.status === 'active').sort(byPosition);
+  const routable = (s: StreamRecord): RoutableStream => ({
+    id: s.id,
+    weight: s.weight,
+    redirectCode: s.redirect_code,
+    include: s.filters.countries_include?.length ? new Set(s.filters.countries_include) : undefined,
+    exclude: s.filters.countries_exclude?.length ? new Set(s.filters.countries_exclude) : undefined,
+    target: splitTarget(s.target_url),
+  });
+  return {
+    id: flow.id,
+    slug: flow.slug,
+    active: flow.status === 'active',
+    rotation: flow.rotation,
+    forced: active.filter((s) => s.type === 'forced').map(routable),
+    regular: active.filter((s) => s.type === 'regular').map(routable),
+    fallback: active.filter((s) => s.type === 'default').map(routable),
+  };
+}
+
+/** An unknown country passes no include filter and every exclude filter (§8). */
+function passes(s: RoutableStream, country: string | undefined): boolean {
+  if (s.include !== undefined && (country === undefined || !s.include.has(country))) return false;
+  return s.exclude === undefined || country === undefined || !s.exclude.has(country);
+}
+
+function firstPassing(
+  list: readonly RoutableStream[],
+  country: string | undefined,
+): RoutableStream | undefined {
+  for (let i = 0; i < list.length; i++) if (passes(list[i]!, country)) return list[i];
+  return undefined;
+}
+
+/**
+ * The routing decision (§8): forced streams in position order, then regular ones (first by
+ * position, or weighted random among those whose filters pass), then the default stream.
+ * `random` returns [0, 1); it is injected so tests can seed it.
+ */
+export function decide(
+  flow: CompiledFlow,
+  country: string | undefined,
+  random: () => number,
+): RoutableStream | undefined {
+  const forced = firstPassing(flow.forced, country);
+  if (forced !== undefined) return forced;
+  const regular = flow.regular;
+  if (regular.length > 0) {
+    if (flow.rotation === 'position') {
+      const s = firstPassing(regular, country);
+      if (s !== undefined) return s;
+    } else {
+      let total = 0;
+      for (let i = 0; i < regular.length; i++)
+        if (regular[i]!.weight > 0 && passes(regular[i]!, country)) total += regular[i]!.weight;
+      if (total > 0) {
+        let pick = random() * total;
+        for (let i = 0; i < regular.length; i++) {
+          const s = regular[i]!;
+          if (s.weight > 0 && passes(s, country)) {
+            pick -= s.weight;
+            if (pick < 0) return s;
+          }
+        }
+      }
+    }
+  }
+  return firstPassing(flow.fallback, country);
+}
+
+/** The redirect location: literal pieces as stored, macro values URL-encoded. */
+export function buildTarget(stream: RoutableStream, values: MacroValues): string {
+  const parts = stream.target;
+  if (parts.length === 1 && typeof parts[0] === 'string') return parts[0];
+  let out = '';
+  for (const p of parts) out += typeof p === 'string' ? p : encodeURIComponent(values[p.macro] ?? '');
+  return out;
+}

@@ -1,0 +1,7 @@
+export { ClickCounters } from './click-counters.ts';
+export { buildTarget, type CompiledFlow, compileFlow, decide, type RoutableStream } from './compiled-flow.ts';
+export { registerGoRoute } from './go-route.ts';
+export { type CacheSection, RoutingCache } from './routing-cache.ts';
+export * from './schemas.ts';
+export { type RoutingOptions, RoutingService } from './service.ts';
+export { isCountryCode, MACROS, SLUG_PATTERN, targetUrlProblems } from './validation.ts';

@@ -1,0 +1,120 @@
+import { type Static, Type } from '@sinclair/typebox';
+import { FLOW_SORT_KEYS, STREAM_SORT_KEYS } from '../storage/index.ts';
+import { SLUG_PATTERN } from './validation.ts';
+
+/**
+ * ACP body schemas for flows and streams (§4, §8). Types and ranges are checked here, by fastify
+ * before the handler runs; what JSON Schema cannot say (URL macros, country codes) is checked by
+ * the service.
+ */
+const lit = <T extends string | number>(values: readonly T[]) =>
+  Type.Union(values.map((v) => Type.Literal(v)));
+
+const Id = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9-]+$' });
+const Version = Type.Integer({
+  minimum: 1,
+  description: 'expected current version; a stale one is 409 resource.conflict',
+});
+const Slug = Type.String({ pattern: SLUG_PATTERN });
+const Name = Type.String({ minLength: 1, maxLength: 200 });
+const FlowStatus = lit(['active', 'paused'] as const);
+const Rotation = lit(['position', 'weight'] as const);
+const StreamType = lit(['forced', 'regular', 'default'] as const);
+const StreamStatus = lit(['active', 'paused'] as const);
+const RedirectCode = lit([301, 302, 303, 307] as const);
+const Position = Type.Integer({ minimum: 0, maximum: 1_000_000 });
+const Weight = Type.Integer({ minimum: 0, maximum: 10_000 });
+const Countries = Type.Array(Type.String({ pattern: '^[A-Z]{2}$' }), { maxItems: 300, uniqueItems: true });
+const Filters = Type.Object(
+  { countries_include: Type.Optional(Countries), countries_exclude: Type.Optional(Countries) },
+  { additionalProperties: false },
+);
+const TargetUrl = Type.String({ minLength: 1, maxLength: 2048 });
+const Order = lit(['asc', 'desc'] as const);
+const Limit = Type.Integer({ minimum: 1, maximum: 500, default: 50 });
+const Cursor = Type.String({ minLength: 1, maxLength: 1024 });
+const strict = { additionalProperties: false } as const;
+
+export const FlowCreateBody = Type.Object(
+  {
+    slug: Slug,
+    name: Name,
+    status: Type.Optional({ ...FlowStatus, default: 'active' }),
+    rotation: Type.Optional({ ...Rotation, default: 'position' }),
+  },
+  strict,
+);
+export const FlowUpdateBody = Type.Object(
+  {
+    id: Id,
+    version: Type.Optional(Version),
+    slug: Type.Optional(Slug),
+    name: Type.Optional(Name),
+    status: Type.Optional(FlowStatus),
+    rotation: Type.Optional(Rotation),
+  },
+  strict,
+);
+export const IdBody = Type.Object({ id: Id }, strict);
+export const FlowListBody = Type.Object(
+  {
+    filter: Type.Optional(
+      Type.Object({ status: Type.Optional(FlowStatus), slug: Type.Optional(Slug) }, strict),
+    ),
+    sort: Type.Optional(Type.Object({ by: lit(FLOW_SORT_KEYS), order: Type.Optional(Order) }, strict)),
+    limit: Type.Optional(Limit),
+    cursor: Type.Optional(Cursor),
+  },
+  strict,
+);
+
+export const StreamCreateBody = Type.Object(
+  {
+    flow_id: Id,
+    name: Name,
+    type: StreamType,
+    position: Type.Optional({ ...Position, default: 0 }),
+    weight: Type.Optional({ ...Weight, default: 100 }),
+    status: Type.Optional({ ...StreamStatus, default: 'active' }),
+    filters: Type.Optional({ ...Filters, default: {} }),
+    target_url: TargetUrl,
+    redirect_code: Type.Optional({ ...RedirectCode, default: 302 }),
+  },
+  strict,
+);
+export const StreamUpdateBody = Type.Object(
+  {
+    id: Id,
+    version: Type.Optional(Version),
+    name: Type.Optional(Name),
+    type: Type.Optional(StreamType),
+    position: Type.Optional(Position),
+    weight: Type.Optional(Weight),
+    status: Type.Optional(StreamStatus),
+    filters: Type.Optional(Filters),
+    target_url: Type.Optional(TargetUrl),
+    redirect_code: Type.Optional(RedirectCode),
+  },
+  strict,
+);
+export const StreamListBody = Type.Object(
+  {
+    filter: Type.Optional(
+      Type.Object(
+        { flow_id: Type.Optional(Id), status: Type.Optional(StreamStatus), type: Type.Optional(StreamType) },
+        strict,
+      ),
+    ),
+    sort: Type.Optional(Type.Object({ by: lit(STREAM_SORT_KEYS), order: Type.Optional(Order) }, strict)),
+    limit: Type.Optional(Limit),
+    cursor: Type.Optional(Cursor),
+  },
+  strict,
+);
+
+export type FlowCreate = Static<typeof FlowCreateBody>;
+export type FlowUpdate = Static<typeof FlowUpdateBody>;
+export type FlowList = Static<typeof FlowListBody>;
+export type StreamCreate = Static<typeof StreamCreateBody>;
+export type StreamUpdate = Static<typeof StreamUpdateBody>;
+export type StreamList = Static<typeof StreamListBody>;

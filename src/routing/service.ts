@@ -1,0 +1,280 @@
+import { ApiError } from '../errors/index.ts';
+import type { Aggregates, FlowRecord, Page, Storage, StreamRecord } from '../storage/index.ts';
+import type { Logger } from '../telemetry/index.ts';
+import { ClickCounters } from './click-counters.ts';
+import { type CompiledFlow, compileFlow } from './compiled-flow.ts';
+import { RoutingCache } from './routing-cache.ts';
+import type { FlowCreate, FlowList, FlowUpdate, StreamCreate, StreamList, StreamUpdate } from './schemas.ts';
+import { countryListProblems, rejectIf, targetUrlProblems } from './validation.ts';
+
+export interface RoutingOptions {
+  storage: Storage;
+  logger: Logger;
+  cacheMaxEntries: number;
+  cacheTtlMs: number;
+  /** How often counters are persisted (until the cron capability owns it as `stats.flush`). */
+  flushIntervalMs?: number;
+  /** How often totals for the system metrics sections are re-read. */
+  aggregatesIntervalMs?: number;
+}
+
+const ZERO: Aggregates = {
+  streams: { total: 0, active: 0, hits: 0 },
+  traffic_flows: { total: 0, active: 0, clicks: 0, no_match: 0 },
+};
+
+/**
+ * Traffic flows and streams: validated writes that keep every node's cache right, lists with
+ * counters, the cached routing data the hot path reads, and the click counters it writes.
+ */
+export class RoutingService {
+  readonly cache: RoutingCache;
+  readonly counters = new ClickCounters();
+  readonly #storage: Storage;
+  readonly #log: Logger;
+  readonly #flushMs: number;
+  readonly #aggregatesMs: number;
+  #aggregates: Aggregates = ZERO;
+  #timers: NodeJS.Timeout[] = [];
+  #serial: Promise<unknown> = Promise.resolve();
+
+  constructor(opts: RoutingOptions) {
+    this.#storage = opts.storage;
+    this.#log = opts.logger;
+    this.#flushMs = opts.flushIntervalMs ?? 1000;
+    this.#aggregatesMs = opts.aggregatesIntervalMs ?? 10_000;
+    this.cache = new RoutingCache({
+      maxEntries: opts.cacheMaxEntries,
+      ttlMs: opts.cacheTtlMs,
+      load: (slug) => this.#load(slug),
+    });
+    this.#storage.onInvalidation((slug) => this.cache.invalidate(slug));
+  }
+
+  async #load(slug: string): Promise<CompiledFlow | undefined> {
+    const flow = await this.#storage.flows.getBySlug(slug);
+    if (flow === undefined) return undefined;
+    return compileFlow(flow, await this.#storage.streams.ofFlow(flow.id));
+  }
+
+  /** Starts the periodic flush and totals refresh; background work logs its failures, never throws. */
+  start(): void {
+    void this.refreshAggregates();
+    const every = (ms: number, fn: () => Promise<unknown>) => {
+      const t = setInterval(() => void fn(), ms);
+      t.unref();
+      this.#timers.push(t);
+    };
+    every(this.#flushMs, () => this.flush());
+    every(this.#aggregatesMs, () => this.refreshAggregates());
+  }
+
+  /** Stops the timers and persists what is still counted (graceful stop). */
+  async stop(): Promise<void> {
+    for (const t of this.#timers) clearInterval(t);
+    this.#timers = [];
+    await this.flush();
+  }
+
+  /** Persists counted hits and clicks; one at a time, failures kept for the next try. */
+  flush(): Promise<number> {
+    return this.#queue(async () => {
+      try {
+        return await this.counters.flush((batch) => this.#storage.addCounters(batch));
+      } catch (err) {
+        this.#log.warn(
+          { err: (err as Error).message },
+          'counter flush failed; counts kept for the next flush',
+        );
+        return 0;
+      }
+    });
+  }
+
+  refreshAggregates(): Promise<void> {
+    return this.#queue(async () => {
+      try {
+        this.#aggregates = await this.#storage.aggregates();
+      } catch (err) {
+        this.#log.warn({ err: (err as Error).message }, 'reading flow and stream totals failed');
+      }
+    });
+  }
+
+  #queue<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#serial.then(fn, fn);
+    this.#serial = run.catch(() => {});
+    return run;
+  }
+
+  /** The `streams` section: totals from storage, hits counted by this node since it started. */
+  streamsSection(): Aggregates['streams'] {
+    return {
+      total: this.#aggregates.streams.total,
+      active: this.#aggregates.streams.active,
+      hits: this.counters.totalHits,
+    };
+  }
+
+  /** The `traffic_flows` section: totals from storage, clicks and no-matches of this node since start. */
+  flowsSection(): Aggregates['traffic_flows'] {
+    return {
+      total: this.#aggregates.traffic_flows.total,
+      active: this.#aggregates.traffic_flows.active,
+      clicks: this.counters.totalClicks,
+      no_match: this.counters.totalNoMatch,
+    };
+  }
+
+  /** Drops a changed flow here at once and tells the other nodes; a failed notice only delays them to the TTL. */
+  async #changed(...slugs: string[]): Promise<void> {
+    for (const slug of new Set(slugs)) {
+      this.cache.invalidate(slug);
+      try {
+        await this.#storage.publishInvalidation(slug);
+      } catch (err) {
+        this.#log.warn(
+          { err: (err as Error).message, slug },
+          'cache invalidation notice failed; other nodes refresh at TTL',
+        );
+      }
+    }
+    void this.refreshAggregates();
+  }
+
+  #flowView(f: FlowRecord): FlowRecord {
+    const p = this.counters.pendingFlow(f.id);
+    return p.clicks || p.no_match
+      ? { ...f, clicks: f.clicks + p.clicks, no_match: f.no_match + p.no_match }
+      : f;
+  }
+
+  #streamView(s: StreamRecord): StreamRecord {
+    const p = this.counters.pendingHits(s.id);
+    return p ? { ...s, hits: s.hits + p } : s;
+  }
+
+  async createFlow(body: FlowCreate): Promise<FlowRecord> {
+    const flow = await this.#storage.flows.create({
+      slug: body.slug,
+      name: body.name,
+      status: body.status ?? 'active',
+      rotation: body.rotation ?? 'position',
+    });
+    await this.#changed(flow.slug);
+    return flow;
+  }
+
+  async updateFlow(body: FlowUpdate): Promise<FlowRecord> {
+    const { id, version, ...changes } = body;
+    const before = await this.#mustFlow(id);
+    const after = await this.#storage.flows.update(id, changes, version);
+    if (after === undefined)
+      throw this.#staleOrGone('traffic flow', await this.#storage.flows.get(id), version);
+    await this.#changed(before.slug, after.slug);
+    return this.#flowView(after);
+  }
+
+  async deleteFlow(id: string): Promise<FlowRecord> {
+    const flow = await this.#storage.flows.delete(id);
+    if (flow === undefined) throw notFound('traffic flow');
+    await this.#changed(flow.slug);
+    return flow;
+  }
+
+  async listFlows(body: FlowList): Promise<Page<FlowRecord>> {
+    const page = await this.#storage.flows.list({
+      filter: body.filter ?? {},
+      sort: { by: body.sort?.by ?? 'created_at', order: body.sort?.order ?? 'asc' },
+      limit: body.limit ?? 50,
+      cursor: body.cursor,
+    });
+    return { ...page, items: page.items.map((f) => this.#flowView(f)) };
+  }
+
+  async createStream(body: StreamCreate): Promise<StreamRecord> {
+    const filters = body.filters ?? {};
+    rejectIf([
+      ...targetUrlProblems(body.target_url),
+      ...countryListProblems(filters.countries_include, '/filters/countries_include'),
+      ...countryListProblems(filters.countries_exclude, '/filters/countries_exclude'),
+    ]);
+    const flow = await this.#storage.flows.get(body.flow_id);
+    if (flow === undefined) throw notFound('traffic flow', '/flow_id');
+    const stream = await this.#storage.streams.create({
+      flow_id: body.flow_id,
+      name: body.name,
+      type: body.type,
+      position: body.position ?? 0,
+      weight: body.weight ?? 100,
+      status: body.status ?? 'active',
+      filters,
+      target_url: body.target_url,
+      redirect_code: body.redirect_code ?? 302,
+    });
+    await this.#changed(flow.slug);
+    return stream;
+  }
+
+  async updateStream(body: StreamUpdate): Promise<StreamRecord> {
+    const { id, version, ...changes } = body;
+    rejectIf([
+      ...(changes.target_url === undefined ? [] : targetUrlProblems(changes.target_url)),
+      ...countryListProblems(changes.filters?.countries_include, '/filters/countries_include'),
+      ...countryListProblems(changes.filters?.countries_exclude, '/filters/countries_exclude'),
+    ]);
+    const after = await this.#storage.streams.update(id, changes, version);
+    if (after === undefined) throw this.#staleOrGone('stream', await this.#storage.streams.get(id), version);
+    await this.#changedFlowOf(after.flow_id);
+    return this.#streamView(after);
+  }
+
+  async deleteStream(id: string): Promise<StreamRecord> {
+    const stream = await this.#storage.streams.delete(id);
+    if (stream === undefined) throw notFound('stream');
+    await this.#changedFlowOf(stream.flow_id);
+    return stream;
+  }
+
+  async listStreams(body: StreamList): Promise<Page<StreamRecord>> {
+    const page = await this.#storage.streams.list({
+      filter: body.filter ?? {},
+      sort: { by: body.sort?.by ?? 'position', order: body.sort?.order ?? 'asc' },
+      limit: body.limit ?? 50,
+      cursor: body.cursor,
+    });
+    return { ...page, items: page.items.map((s) => this.#streamView(s)) };
+  }
+
+  async #changedFlowOf(flowId: string): Promise<void> {
+    const flow = await this.#storage.flows.get(flowId);
+    if (flow) await this.#changed(flow.slug);
+  }
+
+  async #mustFlow(id: string): Promise<FlowRecord> {
+    const flow = await this.#storage.flows.get(id);
+    if (flow === undefined) throw notFound('traffic flow');
+    return flow;
+  }
+
+  #staleOrGone(
+    what: string,
+    current: { id: string; version: number } | undefined,
+    expected: number | undefined,
+  ): ApiError {
+    if (current === undefined) return notFound(what);
+    return new ApiError(
+      'resource.conflict',
+      `The ${what} was changed meanwhile (version ${current.version}, not ${expected}).`,
+      {
+        details: { current_version: current.version },
+      },
+    );
+  }
+}
+
+function notFound(what: string, path = '/id'): ApiError {
+  return new ApiError('resource.not_found', `No ${what} with that id.`, {
+    details: [{ path, message: `unknown ${what}` }],
+  });
+}
