@@ -5,6 +5,7 @@ import type { DestinationStream } from 'pino';
 import { createOperator } from '../../src/auth/index.ts';
 import type { Role } from '../../src/config/index.ts';
 import { type SluiceNode, type StartOptions, startNode } from '../../src/main.ts';
+import { dropSchema, PG_URL, testSchema } from './postgres.ts';
 
 /** Captures the JSON log lines a node writes, parsed, plus the raw text for secret scans. */
 export class LogCapture implements DestinationStream {
@@ -42,25 +43,34 @@ export interface TestNode {
 let seq = 0;
 
 /**
- * Starts a real node on port 0 with its SQLite file in a fresh temp dir. The test's `yaml` is the
- * mode file, merged over a base that sets the port and paths, so a test states only what it changes.
+ * Starts a real node on port 0 with its SQLite file in a fresh temp dir (or on PostgreSQL in a
+ * fresh schema). The test's `yaml` is the mode file, merged over a base that sets the port and
+ * storage, so a test states only what it changes.
  */
 export async function startTestNode(
-  opts: { yaml?: string; mode?: string; env?: NodeJS.ProcessEnv } & Omit<
-    StartOptions,
-    'configDir' | 'mode' | 'env'
-  > = {},
+  opts: {
+    yaml?: string;
+    mode?: string;
+    env?: NodeJS.ProcessEnv;
+    /** PostgreSQL: a fresh schema, dropped on close (or a given one, shared by several nodes, kept). */
+    postgres?: { schema?: string };
+  } & Omit<StartOptions, 'configDir' | 'mode' | 'env'> = {},
 ): Promise<TestNode> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-test-'));
   const mode = opts.mode ?? 'test';
+  const ownSchema = opts.postgres && !opts.postgres.schema ? testSchema() : undefined;
+  const schema = opts.postgres?.schema ?? ownSchema;
+  const storage = schema
+    ? `storage:\n  driver: postgres\n  postgres:\n    url: ${PG_URL}\n    schema: ${schema}\n    pool_max: 4\n`
+    : `storage:\n  sqlite:\n    path: ${join(dir, 'sluice.db')}\n`;
   writeFileSync(
     join(dir, 'config.yml'),
-    `app:\n  server:\n    host: 127.0.0.1\n    port: 0\nstorage:\n  sqlite:\n    path: ${join(dir, 'sluice.db')}\nobservability:\n  logging:\n    level: info\n`,
+    `app:\n  server:\n    host: 127.0.0.1\n    port: 0\n${storage}observability:\n  logging:\n    level: info\n`,
   );
   writeFileSync(join(dir, `config.${mode}.yml`), opts.yaml ?? '');
   const logs = new LogCapture();
   const printed: string[] = [];
-  const { yaml: _yaml, mode: _mode, env, ...rest } = opts;
+  const { yaml: _yaml, mode: _mode, env, postgres: _pg, ...rest } = opts;
   const node = await startNode({
     configDir: dir,
     mode,
@@ -91,6 +101,7 @@ export async function startTestNode(
     close: async () => {
       await node.stop();
       rmSync(dir, { recursive: true, force: true });
+      if (ownSchema) await dropSchema(ownSchema);
     },
   };
 }

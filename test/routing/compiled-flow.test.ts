@@ -1,0 +1,154 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { buildTarget, compileFlow, decide } from '../../src/routing/index.ts';
+import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
+import { seeded } from '../helpers/random.ts';
+
+const flow = (over: Partial<FlowRecord> = {}): FlowRecord => ({
+  id: 'f1',
+  slug: 'promo',
+  name: 'Promo',
+  status: 'active',
+  rotation: 'position',
+  clicks: 0,
+  no_match: 0,
+  last_click_at: null,
+  version: 1,
+  created_at: '2026-01-01T00:00:00.000Z',
+  updated_at: '2026-01-01T00:00:00.000Z',
+  ...over,
+});
+
+let n = 0;
+const stream = (over: Partial<StreamRecord> = {}): StreamRecord => ({
+  id: `s${++n}`,
+  flow_id: 'f1',
+  name: 'x',
+  type: 'regular',
+  position: 0,
+  weight: 100,
+  status: 'active',
+  filters: {},
+  target_url: 'https://example.com/',
+  redirect_code: 302,
+  hits: 0,
+  last_hit_at: null,
+  version: 1,
+  created_at: '2026-01-01T00:00:00.000Z',
+  updated_at: '2026-01-01T00:00:00.000Z',
+  ...over,
+});
+
+const never = () => {
+  throw new Error('random() must not be called for position rotation');
+};
+
+describe('routing decision (§8)', () => {
+  test('forced streams win, in position order, first whose filters pass', () => {
+    const f = compileFlow(flow(), [
+      stream({ id: 'reg', type: 'regular', position: 0 }),
+      stream({ id: 'forced-de', type: 'forced', position: 2, filters: { countries_include: ['DE'] } }),
+      stream({ id: 'forced-any', type: 'forced', position: 5 }),
+      stream({ id: 'forced-first-fr', type: 'forced', position: 1, filters: { countries_include: ['FR'] } }),
+    ]);
+    assert.equal(decide(f, 'DE', never)?.id, 'forced-de');
+    assert.equal(decide(f, 'FR', never)?.id, 'forced-first-fr');
+    assert.equal(decide(f, 'US', never)?.id, 'forced-any');
+    assert.equal(decide(f, undefined, never)?.id, 'forced-any');
+  });
+
+  test('regular by position: the first that passes; then the default', () => {
+    const f = compileFlow(flow(), [
+      stream({ id: 'b', position: 2 }),
+      stream({ id: 'a', position: 1, filters: { countries_exclude: ['US'] } }),
+      stream({ id: 'def', type: 'default', position: 0 }),
+    ]);
+    assert.equal(decide(f, 'DE', never)?.id, 'a');
+    assert.equal(decide(f, 'US', never)?.id, 'b');
+    const onlyDefault = compileFlow(flow(), [
+      stream({ id: 'us', filters: { countries_include: ['US'] } }),
+      stream({ id: 'def', type: 'default' }),
+    ]);
+    assert.equal(decide(onlyDefault, 'DE', never)?.id, 'def');
+  });
+
+  test('an unknown country passes no include filter and every exclude filter', () => {
+    const f = compileFlow(flow(), [
+      stream({ id: 'inc', position: 0, filters: { countries_include: ['DE'] } }),
+      stream({ id: 'exc', position: 1, filters: { countries_exclude: ['DE', 'FR'] } }),
+    ]);
+    assert.equal(decide(f, undefined, never)?.id, 'exc');
+    assert.equal(decide(f, 'FR', never), undefined);
+  });
+
+  test('paused streams are never chosen; no stream at all is no match', () => {
+    const f = compileFlow(flow(), [
+      stream({ id: 'p', status: 'paused' }),
+      stream({ id: 'd', type: 'default', status: 'paused' }),
+    ]);
+    assert.equal(decide(f, 'DE', never), undefined);
+    assert.equal(decide(compileFlow(flow(), []), 'DE', never), undefined);
+  });
+
+  test('weighted rotation follows the weights (chi-square over 10,000 seeded decisions)', () => {
+    const weights = { a: 1, b: 2, c: 7, zero: 0 };
+    const f = compileFlow(flow({ rotation: 'weight' }), [
+      ...Object.entries(weights).map(([id, weight], i) => stream({ id, weight, position: i })),
+      stream({ id: 'filtered', weight: 50, filters: { countries_include: ['JP'] } }),
+    ]);
+    const random = seeded(42);
+    const counts: Record<string, number> = {};
+    const N = 10_000;
+    for (let i = 0; i < N; i++) {
+      const id = decide(f, 'DE', random)!.id;
+      counts[id] = (counts[id] ?? 0) + 1;
+    }
+    assert.equal(counts.zero, undefined, 'weight 0 is never chosen');
+    assert.equal(counts.filtered, undefined, 'filtered out streams carry no weight');
+    const total = 10;
+    let chi2 = 0;
+    for (const [id, w] of Object.entries(weights)) {
+      if (w === 0) continue;
+      const expected = (N * w) / total;
+      chi2 += ((counts[id] ?? 0) - expected) ** 2 / expected;
+    }
+    // 2 degrees of freedom: the 99.9th percentile of chi-square is 13.8.
+    assert.ok(chi2 < 13.8, `chi2 = ${chi2}, counts ${JSON.stringify(counts)}`);
+  });
+
+  test('weighted rotation falls back to the default when every regular stream is filtered out', () => {
+    const f = compileFlow(flow({ rotation: 'weight' }), [
+      stream({ id: 'jp', filters: { countries_include: ['JP'] } }),
+      stream({ id: 'def', type: 'default' }),
+    ]);
+    assert.equal(decide(f, 'DE', seeded(1))?.id, 'def');
+  });
+});
+
+describe('target URL macros', () => {
+  test('are substituted and URL-encoded; literals stay as written', () => {
+    const f = compileFlow(flow({ slug: 'sum-mer' }), [
+      stream({
+        id: 'S1',
+        target_url: 'https://x.test/{flow}/?c={country}&s={stream}&r={request_id}&q=a%20b',
+      }),
+    ]);
+    const s = decide(f, 'DE', never)!;
+    assert.equal(
+      buildTarget(s, { country: 'DE', flow: 'sum-mer', stream: 'S1', request_id: 'a b&c' }),
+      'https://x.test/sum-mer/?c=DE&s=S1&r=a%20b%26c&q=a%20b',
+    );
+    assert.equal(
+      buildTarget(s, { country: undefined, flow: 'sum-mer', stream: 'S1', request_id: 'r' }),
+      'https://x.test/sum-mer/?c=&s=S1&r=r&q=a%20b',
+    );
+  });
+
+  test('a URL without macros is returned as is', () => {
+    const s = decide(compileFlow(flow(), [stream({ target_url: 'https://plain.test/a?b=c' })]), 'DE', never)!;
+    assert.equal(
+      buildTarget(s, { country: 'DE', flow: 'f', stream: 's', request_id: 'r' }),
+      'https://plain.test/a?b=c',
+    );
+  });
+});
