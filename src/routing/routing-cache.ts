@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { ApiError } from '../errors/index.ts';
 import type { CompiledFlow } from './compiled-flow.ts';
 
 /** Cached answer for a slug that has no flow, so unknown slugs cost one lookup per TTL, not one per click. */
@@ -22,6 +23,9 @@ export interface CacheSection {
 export class RoutingCache {
   readonly #lru: LRUCache<string, Entry>;
   readonly #max: number;
+  /** What an invalidated slug held, kept only to serve when reloading it fails (database down). */
+  readonly #lastKnown = new Map<string, Entry>();
+  #lastError: unknown;
   hits = 0;
   misses = 0;
   evictions = 0;
@@ -40,7 +44,14 @@ export class RoutingCache {
       noDeleteOnStaleGet: true,
       allowStaleOnFetchRejection: true,
       noDeleteOnFetchRejection: true,
-      fetchMethod: async (slug) => (await opts.load(slug)) ?? MISSING,
+      fetchMethod: async (slug) => {
+        try {
+          return (await opts.load(slug)) ?? MISSING;
+        } catch (err) {
+          this.#lastError = err;
+          throw err;
+        }
+      },
       dispose: (_v, _k, reason) => {
         if (reason === 'evict') this.evictions++;
       },
@@ -55,14 +66,33 @@ export class RoutingCache {
     return e === MISSING ? null : (e as CompiledFlow);
   }
 
-  /** Loads (once, however many callers wait) and caches; stale data when the load fails. */
+  /**
+   * Loads (once, however many callers wait) and caches. When the load fails, the last known data
+   * is served if there is any; otherwise the failure surfaces (`db.unavailable`).
+   */
   async load(slug: string): Promise<CompiledFlow | null> {
     this.misses++;
-    const e = await this.#lru.fetch(slug);
-    return e === undefined || e === MISSING ? null : (e as CompiledFlow);
+    let e: Entry | undefined;
+    for (let attempt = 0; attempt < 2 && e === undefined; attempt++) {
+      // A write invalidating the slug aborts an in-flight load; the second attempt reads the new data.
+      e = await this.#lru.fetch(slug).catch(() => undefined);
+    }
+    if (e === undefined) e = this.#lastKnown.get(slug);
+    else this.#lastKnown.delete(slug);
+    if (e === undefined) {
+      const cause = this.#lastError;
+      throw cause instanceof ApiError ? cause : new ApiError('db.unavailable', undefined, { cause });
+    }
+    return e === MISSING ? null : (e as CompiledFlow);
   }
 
   invalidate(slug: string): void {
+    const current = this.#lru.peek(slug, { allowStale: true });
+    if (current !== undefined) {
+      this.#lastKnown.delete(slug);
+      this.#lastKnown.set(slug, current);
+      if (this.#lastKnown.size > this.#max) this.#lastKnown.delete(this.#lastKnown.keys().next().value!);
+    }
     this.#lru.delete(slug);
   }
 

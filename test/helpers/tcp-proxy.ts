@@ -1,0 +1,51 @@
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+
+/**
+ * A loopback TCP proxy in front of a real server, so a test can take the database "down" (drop
+ * every connection and refuse new ones) and bring it back, without stopping the shared server.
+ */
+export class TcpProxy {
+  readonly #target: { host: string; port: number };
+  #server: Server | undefined;
+  readonly #sockets = new Set<Socket>();
+  port = 0;
+
+  constructor(targetHost: string, targetPort: number) {
+    this.#target = { host: targetHost, port: targetPort };
+  }
+
+  async start(port = 0): Promise<number> {
+    const server = createServer((client) => {
+      const upstream = createConnection(this.#target);
+      for (const s of [client, upstream]) {
+        this.#sockets.add(s);
+        s.on('close', () => this.#sockets.delete(s));
+        s.on('error', () => s.destroy());
+      }
+      client.pipe(upstream).pipe(client);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => resolve());
+    });
+    this.#server = server;
+    const addr = server.address();
+    this.port = typeof addr === 'object' && addr ? addr.port : port;
+    return this.port;
+  }
+
+  /** Drops every connection and stops listening: clients see resets, then refusals. */
+  async down(): Promise<void> {
+    const server = this.#server;
+    this.#server = undefined;
+    for (const s of this.#sockets) s.destroy();
+    if (server) await new Promise<void>((r) => server.close(() => r()));
+  }
+
+  /** Listens again on the same port. */
+  async up(): Promise<void> {
+    await this.start(this.port);
+  }
+}

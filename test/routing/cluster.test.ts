@@ -1,0 +1,147 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
+import { startTestNode } from '../helpers/node.ts';
+import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
+import { TcpProxy } from '../helpers/tcp-proxy.ts';
+
+const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+describe('two nodes on one PostgreSQL', { skip }, () => {
+  test('a write on one node reaches the other at once (LISTEN/NOTIFY), counters sum', async () => {
+    const schema = testSchema();
+    // A long TTL: only the notification can explain the second node seeing the change quickly.
+    const yaml = 'cache:\n  ttl_ms: 600000\n';
+    const a = await startTestNode({ postgres: { schema }, yaml });
+    const b = await startTestNode({ postgres: { schema }, yaml });
+    try {
+      const admin = await a.token('admin');
+      const flow = (await (
+        await a.acp('/acp/traffic-flows/create', admin, { slug: 'shared', name: 's' })
+      ).json()) as FlowRecord;
+      const stream = (await (
+        await a.acp('/acp/streams/create', admin, {
+          flow_id: flow.id,
+          name: 'd',
+          type: 'default',
+          target_url: 'https://one.test/',
+        })
+      ).json()) as StreamRecord;
+      const where = async (url: string) => {
+        const res = await fetch(`${url}/go/shared`, { redirect: 'manual' });
+        await res.arrayBuffer();
+        return res.headers.get('location');
+      };
+      assert.equal(await where(b.url), 'https://one.test/');
+      await (
+        await a.acp('/acp/streams/update', admin, { id: stream.id, target_url: 'https://two.test/' })
+      ).arrayBuffer();
+      await until(
+        'node b to see the new target',
+        async () => (await where(b.url)) === 'https://two.test/',
+        3000,
+      );
+
+      const N = 50;
+      await Promise.all([
+        ...Array.from({ length: N }, () =>
+          fetch(`${a.url}/go/shared`, { redirect: 'manual' }).then((r) => r.arrayBuffer()),
+        ),
+        ...Array.from({ length: N }, () =>
+          fetch(`${b.url}/go/shared`, { redirect: 'manual' }).then((r) => r.arrayBuffer()),
+        ),
+      ]);
+      await Promise.all([a.node.routing.flush(), b.node.routing.flush()]);
+      const got = await a.node.storage.streams.get(stream.id);
+      // Two clicks (the where() calls on b) plus 2N.
+      assert.equal(got?.hits, 2 * N + 2);
+    } finally {
+      await a.close();
+      await b.close();
+      await dropSchema(schema);
+    }
+  });
+});
+
+describe('PostgreSQL down and back', { skip }, () => {
+  test('the hot path serves from cache, the ACP answers 503, /readyz fails, all recover by themselves', async () => {
+    const pg = new URL(PG_URL);
+    const proxy = new TcpProxy(pg.hostname, Number(pg.port || 5432));
+    await proxy.start();
+    const schema = testSchema();
+    const via = new URL(PG_URL);
+    via.port = String(proxy.port);
+    const t = await startTestNode({
+      yaml: `storage:\n  driver: postgres\n  postgres:\n    url: ${via.toString()}\n    schema: ${schema}\ncache:\n  ttl_ms: 200\n`,
+    });
+    try {
+      const admin = await t.token('admin');
+      const flow = (await (
+        await t.acp('/acp/traffic-flows/create', admin, { slug: 'resilient', name: 'r' })
+      ).json()) as FlowRecord;
+      await (
+        await t.acp('/acp/streams/create', admin, {
+          flow_id: flow.id,
+          name: 'd',
+          type: 'default',
+          target_url: 'https://up.test/',
+        })
+      ).arrayBuffer();
+      const click = async () => {
+        const res = await fetch(`${t.url}/go/resilient`, { redirect: 'manual' });
+        await res.arrayBuffer();
+        return res.status;
+      };
+      assert.equal(await click(), 302);
+
+      await proxy.down();
+      await new Promise((r) => setTimeout(r, 300)); // past the cache TTL: only stale data is left
+      for (let i = 0; i < 5; i++) {
+        const r = await fetch(`${t.url}/go/resilient`, { redirect: 'manual' });
+        const text = await r.text();
+        assert.equal(
+          r.status,
+          302,
+          `served from the stale cache entry: ${text} ${JSON.stringify(t.logs.lines.slice(-4))}`,
+        );
+      }
+      const acp = await t.acp('/acp/traffic-flows/list', admin, {});
+      assert.equal(acp.status, 503);
+      const body = (await acp.json()) as { error: { code: string } };
+      assert.equal(body.error.code, 'db.unavailable');
+      assert.equal(t.logs.apiErrors(acp.headers.get('x-request-id')!).length, 1);
+      assert.equal((await fetch(`${t.url}/readyz`)).status, 503);
+      const cold = await fetch(`${t.url}/go/never-cached`, { redirect: 'manual' });
+      assert.equal(cold.status, 503);
+      await cold.arrayBuffer();
+      await t.node.routing.flush(); // fails, keeps the counts
+      assert.equal(t.node.storage.stats().status, 'down');
+
+      await proxy.up();
+      await until('readyz', async () => (await fetch(`${t.url}/readyz`)).status === 200);
+      const list = await t.acp('/acp/traffic-flows/list', admin, {});
+      assert.equal(list.status, 200);
+      await list.arrayBuffer();
+      await t.node.routing.flush();
+      assert.equal(
+        (await t.node.storage.flows.get(flow.id))?.clicks,
+        6,
+        'clicks made while down were kept and persisted',
+      );
+      assert.equal(t.node.storage.stats().status, 'up');
+    } finally {
+      await t.close();
+      await proxy.down();
+      await dropSchema(schema);
+    }
+  });
+});
