@@ -4,6 +4,7 @@ import { createOperator } from './auth/index.ts';
 import { ConfigError, loadConfig, ROLES, type Role } from './config/index.ts';
 import { ApiError } from './errors/index.ts';
 import { startNode } from './main.ts';
+import { seedDemo } from './routing/index.ts';
 import { openStorage, type Storage } from './storage/index.ts';
 import { systemClock } from './time/index.ts';
 
@@ -18,6 +19,8 @@ Commands:
                                                 (ROLE: ${ROLES.join(' | ')})
   operator list [--json]                        list operators (never tokens)
   operator revoke --name NAME                   revoke an operator's token
+  migrate                                       apply pending database migrations and exit
+  demo                                          create demo flows (demo, demo-position) if missing
   help                                          this text
 
 Every command takes --config-dir DIR and --mode MODE (also APP_CONFIG_DIR, APP_MODE).
@@ -39,6 +42,22 @@ async function main(argv: string[]): Promise<number> {
       return start(rest);
     case 'operator':
       return operator(rest);
+    case 'migrate': {
+      const { values } = parse(rest, common);
+      await withStorage(values, async () => {});
+      process.stdout.write('Migrations applied.\n');
+      return 0;
+    }
+    case 'demo': {
+      const { values } = parse(rest, common);
+      const created = await withStorage(values, (s) => seedDemo(s));
+      process.stdout.write(
+        created.length
+          ? `Created demo flows: ${created.join(', ')}. Try:\n  curl -si -H 'cf-ipcountry: DE' http://127.0.0.1:8080/go/demo | grep -i location\n`
+          : 'Demo flows already exist.\n',
+      );
+      return 0;
+    }
     case undefined:
     case 'help':
     case '--help':

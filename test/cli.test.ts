@@ -131,6 +131,27 @@ describe('sluice CLI', () => {
     assert.ok(after[0]?.revoked_at);
   });
 
+  test('migrate applies migrations; demo creates its flows once', async () => {
+    const args = ['--config-dir', dir, '--mode', 'test'];
+    const migrated = await run(['migrate', ...args], { cwd: dir });
+    assert.equal(migrated.code, 0, migrated.stderr);
+    const first = await run(['demo', ...args], { cwd: dir });
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /Created demo flows: demo, demo-position/);
+    const second = await run(['demo', ...args], { cwd: dir });
+    assert.match(second.stdout, /already exist/);
+    const { openSqlite } = await import('../src/storage/index.ts');
+    const { systemClock } = await import('../src/time/index.ts');
+    const store = openSqlite(join(dir, 'cli.db'), systemClock);
+    try {
+      const demo = await store.flows.getBySlug('demo');
+      assert.ok(demo);
+      assert.equal((await store.streams.ofFlow(demo.id)).length, 4);
+    } finally {
+      await store.close();
+    }
+  });
+
   test('start serves, and SIGTERM stops it gracefully with exit 0', async () => {
     const child: ChildProcess = spawn(
       process.execPath,

@@ -1,5 +1,6 @@
 export { ClickCounters } from './click-counters.ts';
 export { buildTarget, type CompiledFlow, compileFlow, decide, type RoutableStream } from './compiled-flow.ts';
+export { seedDemo } from './demo.ts';
 export { registerGoRoute } from './go-route.ts';
 export { type CacheSection, RoutingCache } from './routing-cache.ts';
 export * from './schemas.ts';

@@ -145,3 +145,91 @@ describe('PostgreSQL down and back', { skip }, () => {
     }
   });
 });
+
+describe('two node processes on one PostgreSQL', { skip }, () => {
+  test('clicks served by both, then SIGTERM to both: persisted counters equal the redirects', async () => {
+    const { spawn } = await import('node:child_process');
+    const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join, resolve } = await import('node:path');
+    const { openPostgres } = await import('../../src/storage/index.ts');
+    const { systemClock } = await import('../../src/time/index.ts');
+    const schema = testSchema();
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-2p-'));
+    writeFileSync(
+      join(dir, 'config.test.yml'),
+      `app:\n  server:\n    port: 0\nstorage:\n  driver: postgres\n  postgres:\n    url: ${PG_URL}\n    schema: ${schema}\n`,
+    );
+    const store = openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock });
+    await store.migrate();
+    const flow = await store.flows.create({
+      slug: 'two-procs',
+      name: 't',
+      status: 'active',
+      rotation: 'weight',
+    });
+    for (const name of ['a', 'b']) {
+      await store.streams.create({
+        flow_id: flow.id,
+        name,
+        type: 'regular',
+        position: 0,
+        weight: 1,
+        status: 'active',
+        filters: {},
+        target_url: `https://${name}.test/`,
+        redirect_code: 302,
+      });
+    }
+    const cli = resolve(import.meta.dirname, '../../src/cli.ts');
+    const nodes = [0, 1].map(() => {
+      const child = spawn(process.execPath, [cli, 'start', '--config-dir', dir, '--mode', 'test'], {
+        cwd: dir,
+        env: { PATH: process.env.PATH },
+      });
+      let out = '';
+      child.stdout.on('data', (d) => {
+        out += d;
+      });
+      const url = new Promise<string>((res, rej) => {
+        const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), 10_000);
+        child.stdout.on('data', () => {
+          const m = /listening on (http:\/\/\S+)/.exec(out);
+          if (m) {
+            clearTimeout(timer);
+            res(m[1]!);
+          }
+        });
+      });
+      const exited = new Promise<number | null>((res) => child.on('close', res));
+      return { child, url, exited };
+    });
+    try {
+      const urls = await Promise.all(nodes.map((n) => n.url));
+      let redirects = 0;
+      await Promise.all(
+        urls.flatMap((u) =>
+          Array.from({ length: 150 }, async () => {
+            const res = await fetch(`${u}/go/two-procs`, { redirect: 'manual' });
+            await res.arrayBuffer();
+            if (res.status === 302) redirects++;
+          }),
+        ),
+      );
+      for (const n of nodes) n.child.kill('SIGTERM');
+      assert.deepEqual(await Promise.all(nodes.map((n) => n.exited)), [0, 0]);
+      const streams = await store.streams.ofFlow(flow.id);
+      assert.equal(redirects, 300);
+      assert.equal(
+        streams.reduce((sum, s) => sum + s.hits, 0),
+        redirects,
+      );
+      assert.equal((await store.flows.get(flow.id))?.clicks, redirects);
+    } finally {
+      for (const n of nodes) n.child.kill('SIGKILL');
+      await store.close();
+      await dropSchema(schema);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
