@@ -159,6 +159,52 @@ for (const backend of ['sqlite', 'postgres'] as const) {
       assert.equal(t.node.routing.streamsSection().hits - before, N);
     });
 
+    it('system metrics: cache, streams and traffic_flows sections follow the clicks', async () => {
+      const flow = await call<FlowRecord>('/acp/traffic-flows/create', { slug: 'sections', name: 's' });
+      await call('/acp/streams/create', {
+        flow_id: flow.id,
+        name: 'd',
+        type: 'default',
+        target_url: 'https://d.test/',
+      });
+      type M = {
+        cache: Record<string, number>;
+        streams: Record<string, number>;
+        traffic_flows: Record<string, number>;
+      };
+      const before = await call<M>('/acp/system/metrics', {}, viewer);
+      for (let i = 0; i < 3; i++) await go('sections');
+      await go('sections-unknown');
+      await go('sections-unknown');
+      await t.node.routing.refreshAggregates();
+      const after = await call<M>('/acp/system/metrics', {}, viewer);
+      assert.deepEqual(Object.keys(after.cache).sort(), [
+        'entries',
+        'evictions',
+        'hit_ratio',
+        'hits',
+        'max_entries',
+        'misses',
+      ]);
+      assert.equal(after.cache.max_entries, 10_000);
+      assert.equal(after.cache.misses - before.cache.misses, 2, 'one load per slug');
+      assert.equal(
+        after.cache.hits - before.cache.hits,
+        3,
+        'then served from the cache, unknown slug included',
+      );
+      assert.equal(
+        after.cache.hit_ratio,
+        Math.round((after.cache.hits / (after.cache.hits + after.cache.misses)) * 10_000) / 10_000,
+      );
+      assert.equal(after.streams.hits - before.streams.hits, 3);
+      assert.equal(after.traffic_flows.clicks - before.traffic_flows.clicks, 3);
+      const agg = await t.node.storage.aggregates();
+      assert.equal(after.streams.total, agg.streams.total);
+      assert.equal(after.traffic_flows.total, agg.traffic_flows.total);
+      assert.equal(after.traffic_flows.active, agg.traffic_flows.active);
+    });
+
     it('list responses carry runtime equal to controllers[path] and commit', async () => {
       for (const path of ['/acp/streams/list', '/acp/traffic-flows/list'] as const) {
         await call(path, { filter: { status: 'paused' } }, viewer);
