@@ -2,11 +2,17 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
-import { AcpRouter, registerRoutingRoutes, registerSystemRoutes } from './acp/index.ts';
+import {
+  AcpRouter,
+  registerHttpClientRoutes,
+  registerRoutingRoutes,
+  registerSystemRoutes,
+} from './acp/index.ts';
 import { Authenticator, bootstrapAdmin } from './auth/index.ts';
 import { type LeaderElection, LocalElection } from './cluster/index.ts';
 import { type Config, type LoadOptions, loadConfig, resolveBuildInfo } from './config/index.ts';
 import { createServer, registerHealth, registerMetricsRoute } from './http/index.ts';
+import { HttpClient } from './http-client/index.ts';
 import { RoutingService, registerGoRoute } from './routing/index.ts';
 import { openStorage, type Storage } from './storage/index.ts';
 import { createLogger, type Logger, Telemetry } from './telemetry/index.ts';
@@ -33,6 +39,7 @@ export interface SluiceNode {
   storage: Storage;
   election: LeaderElection;
   routing: RoutingService;
+  httpClient: HttpClient;
   logger: Logger;
   acp: AcpRouter;
   /** Graceful stop: stop accepting, finish in-flight requests, release leadership, close storage. */
@@ -50,7 +57,7 @@ export function generateServerId(): string {
 
 /**
  * The composition root — the only place that knows every part:
- * config → logger → storage → cluster → telemetry → routing → http (+ ACP) → listen.
+ * config → logger → storage → cluster → telemetry → http client → routing → http (+ ACP) → listen.
  */
 export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
   const loaded = loadConfig(opts);
@@ -71,6 +78,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
   let telemetry: Telemetry | undefined;
   let app: FastifyInstance | undefined;
   let stopRouting: (() => Promise<void>) | undefined;
+  let closeHttpClient: (() => Promise<void>) | undefined;
   try {
     await storage.migrate();
     await election.start();
@@ -86,6 +94,23 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       isLeader: () => election.isLeader(),
       processMetrics: config.observability.metrics.prometheus_enabled,
     });
+    const hc = config.http_client;
+    const httpClient = new HttpClient({
+      telemetry,
+      logger,
+      clock,
+      timeoutMs: hc.timeout_ms,
+      totalTimeoutMs: hc.total_timeout_ms,
+      retries: hc.retries,
+      backoffMs: hc.backoff_ms,
+      maxBackoffMs: hc.max_backoff_ms,
+      captureBodyBytes: hc.capture_body_bytes,
+      redactHeaders: hc.redact_headers,
+      secretQueryParams: hc.secret_query_params,
+      recentFailures: hc.recent_failures,
+      propagateRequestId: hc.propagate_request_id,
+    });
+    closeHttpClient = () => httpClient.close();
     const routing = new RoutingService({
       storage,
       logger,
@@ -108,6 +133,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators));
     registerSystemRoutes(acp, { config, mode, telemetry });
     registerRoutingRoutes(acp, { routing, telemetry, commit: build.commit });
+    registerHttpClientRoutes(acp, httpClient);
     registerGoRoute(app, routing, clock, opts.random);
 
     if (mode === 'development') {
@@ -132,7 +158,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       'sluice started',
     );
 
-    const started = { app, telemetry, routing };
+    const started = { app, telemetry, routing, httpClient };
     let stopping: Promise<void> | undefined;
     return {
       url,
@@ -144,6 +170,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       storage,
       election,
       routing,
+      httpClient,
       logger,
       acp,
       stop: () => {
@@ -152,6 +179,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
           await started.app.close();
           // In-flight requests are done: whatever they counted is persisted before storage closes.
           await started.routing.stop();
+          await started.httpClient.close();
           await election.stop();
           started.telemetry.stop();
           await storage.close();
@@ -164,6 +192,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
   } catch (err) {
     await app?.close().catch(() => {});
     await stopRouting?.().catch(() => {});
+    await closeHttpClient?.().catch(() => {});
     telemetry?.stop();
     await election.stop();
     await storage.close();

@@ -1,3 +1,4 @@
 export { type AcpCall, type AcpRouteDef, AcpRouter, EmptyBody } from './acp-router.ts';
+export { RecentFailuresBody, registerHttpClientRoutes } from './http-client-routes.ts';
 export { type RoutingRoutesDeps, registerRoutingRoutes } from './routing-routes.ts';
 export { registerSystemRoutes, type SystemDeps } from './system-routes.ts';

@@ -105,6 +105,36 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
+    http_client: Type.Object(
+      {
+        timeout_ms: Milliseconds(10_000, 1, 600_000),
+        total_timeout_ms: Milliseconds(30_000, 1, 3_600_000),
+        retries: Type.Integer({ minimum: 0, maximum: 10, default: 0 }),
+        backoff_ms: Milliseconds(100, 1, 60_000),
+        max_backoff_ms: Milliseconds(5_000, 1, 600_000),
+        capture_body_bytes: Type.Integer({ minimum: 0, maximum: 1_048_576, default: 2048 }),
+        redact_headers: Type.Array(Type.String({ pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$" }), {
+          default: [],
+        }),
+        secret_query_params: Type.Array(Type.String({ minLength: 1, maxLength: 128 }), {
+          default: [
+            'token',
+            'access_token',
+            'key',
+            'api_key',
+            'apikey',
+            'auth',
+            'password',
+            'secret',
+            'signature',
+            'sig',
+          ],
+        }),
+        recent_failures: Type.Integer({ minimum: 0, maximum: 10_000, default: 50 }),
+        propagate_request_id: Type.Boolean({ default: true }),
+      },
+      strict,
+    ),
     acp: Type.Object(
       {
         operators: Type.Array(

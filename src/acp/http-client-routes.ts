@@ -1,0 +1,29 @@
+import { Type } from '@sinclair/typebox';
+import type { HttpClient } from '../http-client/index.ts';
+import type { AcpRouter } from './acp-router.ts';
+
+export const RecentFailuresBody = Type.Object(
+  {
+    client: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+    task: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 50 })),
+  },
+  { additionalProperties: false },
+);
+
+/**
+ * `POST /acp/http-client/recent-failures` (operator role): the last failed outgoing calls kept in
+ * memory, newest first, with URL, headers and payload masked as in the logs — seed procedure 2's
+ * "examine the task's HTTP call parameters".
+ */
+export function registerHttpClientRoutes(acp: AcpRouter, client: HttpClient): void {
+  acp.add({
+    path: '/acp/http-client/recent-failures',
+    role: 'operator',
+    body: RecentFailuresBody,
+    handler: ({ body }) => {
+      const items = client.failures.list({ client: body.client, task: body.task, limit: body.limit ?? 50 });
+      return { items, total: items.length };
+    },
+  });
+}

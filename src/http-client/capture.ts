@@ -1,0 +1,92 @@
+export const REDACTED = '[redacted]';
+
+/** Header names whose values never reach a log line or the ACP, whatever the configuration says. */
+export const ALWAYS_REDACTED_HEADERS: readonly string[] = [
+  'authorization',
+  'cookie',
+  'set-cookie',
+  'proxy-authorization',
+];
+
+/** The URL as it may be shown: credentials in userinfo and secret query parameters masked. */
+export function maskUrl(url: string, secretParams: ReadonlySet<string>): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return '[invalid url]';
+  }
+  if (u.username) u.username = REDACTED;
+  if (u.password) u.password = REDACTED;
+  for (const name of [...new Set(u.searchParams.keys())]) {
+    if (secretParams.has(name.toLowerCase())) u.searchParams.set(name, REDACTED);
+  }
+  return u.toString();
+}
+
+/** Headers as they may be shown: secret names (case-insensitive) carry `[redacted]`. */
+export function redactHeaders(
+  headers: Record<string, string>,
+  secretNames: ReadonlySet<string>,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers)) out[k] = secretNames.has(k.toLowerCase()) ? REDACTED : v;
+  return out;
+}
+
+/** At most `max` bytes of a payload, marked when cut. */
+export function truncate(body: string | undefined, max: number): string | undefined {
+  if (body === undefined || body === '') return undefined;
+  const bytes = Buffer.byteLength(body);
+  if (bytes <= max) return body;
+  return `${Buffer.from(body).subarray(0, max).toString('utf8')}…[truncated, ${bytes} bytes]`;
+}
+
+/** One captured failed call, as the ACP returns it. */
+export interface FailedCall {
+  at: string;
+  client: string;
+  task: string | null;
+  run_id: string | null;
+  request_id: string | null;
+  method: string;
+  url: string;
+  request_headers: Record<string, string>;
+  request_body: string | null;
+  attempt: number;
+  status: number | null;
+  error: string;
+  duration_ms: number;
+}
+
+/** The last N failed calls of each client, oldest dropped first; memory is bounded by N × clients. */
+export class RecentFailures {
+  readonly #max: number;
+  readonly #byClient = new Map<string, FailedCall[]>();
+
+  constructor(maxPerClient: number) {
+    this.#max = maxPerClient;
+  }
+
+  add(call: FailedCall): void {
+    if (this.#max === 0) return;
+    let ring = this.#byClient.get(call.client);
+    if (ring === undefined) {
+      ring = [];
+      this.#byClient.set(call.client, ring);
+    }
+    ring.push(call);
+    if (ring.length > this.#max) ring.shift();
+  }
+
+  /** Newest first, optionally only one client's or one task's. */
+  list(filter: { client?: string | undefined; task?: string | undefined; limit: number }): FailedCall[] {
+    const pools =
+      filter.client === undefined ? [...this.#byClient.values()] : [this.#byClient.get(filter.client) ?? []];
+    return pools
+      .flat()
+      .filter((c) => filter.task === undefined || c.task === filter.task)
+      .sort((a, b) => (a.at < b.at ? 1 : a.at > b.at ? -1 : 0))
+      .slice(0, filter.limit);
+  }
+}

@@ -1,0 +1,18 @@
+export {
+  ALWAYS_REDACTED_HEADERS,
+  type FailedCall,
+  maskUrl,
+  REDACTED,
+  RecentFailures,
+  redactHeaders,
+  truncate,
+} from './capture.ts';
+export {
+  type CallOptions,
+  type CallResult,
+  HttpCallError,
+  HttpClient,
+  type HttpClientOptions,
+  parseRetryAfter,
+} from './http-client.ts';
+export { instrumentInterceptor } from './instrument.ts';
