@@ -62,7 +62,8 @@ export interface FailedCall {
 /** The last N failed calls of each client, oldest dropped first; memory is bounded by N × clients. */
 export class RecentFailures {
   readonly #max: number;
-  readonly #byClient = new Map<string, FailedCall[]>();
+  readonly #byClient = new Map<string, { seq: number; call: FailedCall }[]>();
+  #seq = 0;
 
   constructor(maxPerClient: number) {
     this.#max = maxPerClient;
@@ -75,7 +76,7 @@ export class RecentFailures {
       ring = [];
       this.#byClient.set(call.client, ring);
     }
-    ring.push(call);
+    ring.push({ seq: ++this.#seq, call });
     if (ring.length > this.#max) ring.shift();
   }
 
@@ -85,8 +86,9 @@ export class RecentFailures {
       filter.client === undefined ? [...this.#byClient.values()] : [this.#byClient.get(filter.client) ?? []];
     return pools
       .flat()
-      .filter((c) => filter.task === undefined || c.task === filter.task)
-      .sort((a, b) => (a.at < b.at ? 1 : a.at > b.at ? -1 : 0))
-      .slice(0, filter.limit);
+      .filter((e) => filter.task === undefined || e.call.task === filter.task)
+      .sort((a, b) => b.seq - a.seq)
+      .slice(0, filter.limit)
+      .map((e) => e.call);
   }
 }

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, type Dispatcher } from 'undici';
-import { currentContext, type Logger, type Telemetry } from '../telemetry/index.ts';
+import { currentContext, type Logger, type Telemetry, type WorkContext } from '../telemetry/index.ts';
 import type { Clock } from '../time/index.ts';
 import {
   ALWAYS_REDACTED_HEADERS,
@@ -78,6 +78,7 @@ export class HttpCallError extends Error {
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 const RETRY_STATUS = new Set([408, 429, 500, 502, 503, 504]);
 const MAX_READ = 10 * 1024 * 1024;
+const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
 
 /**
  * The one outgoing HTTP client of Sluice: a keep-alive undici Agent with the instrumentation
@@ -91,14 +92,22 @@ export class HttpClient {
   readonly #dispatcher: Dispatcher;
   readonly #o: HttpClientOptions;
   readonly #secretParams: ReadonlySet<string>;
+  readonly #secretHeaders: ReadonlySet<string>;
   readonly #random: () => number;
   readonly failures: RecentFailures;
 
   constructor(opts: HttpClientOptions) {
     this.#o = opts;
-    this.#agent = new Agent({ keepAliveTimeout: 10_000, connections: 64 });
+    this.#agent = new Agent({
+      keepAliveTimeout: 10_000,
+      connections: 64,
+      connect: { timeout: opts.timeoutMs },
+    });
     this.#dispatcher = this.#agent.compose(instrumentInterceptor(opts.telemetry.http.recorder, opts.clock));
     this.#secretParams = new Set(opts.secretQueryParams.map((p) => p.toLowerCase()));
+    this.#secretHeaders = new Set(
+      [...ALWAYS_REDACTED_HEADERS, ...opts.redactHeaders].map((h) => h.toLowerCase()),
+    );
     this.#random = opts.random ?? Math.random;
     this.failures = new RecentFailures(opts.recentFailures);
   }
@@ -116,126 +125,148 @@ export class HttpClient {
     const o = this.#o;
     const method = (call.method ?? 'GET').toUpperCase();
     const ctx = currentContext();
-    const headers: Record<string, string> = { ...call.headers };
+    const url = new URL(call.url);
+    const origin = url.origin;
+    const path = `${url.pathname}${url.search}`;
+    let headers = call.headers ?? {};
     const requestId = ctx?.request_id ?? ctx?.run_id;
     if (
       (call.propagateRequestId ?? o.propagateRequestId) &&
       requestId &&
       !hasHeader(headers, 'x-request-id')
     ) {
-      headers['x-request-id'] = requestId;
+      headers = { ...headers, 'x-request-id': requestId };
     }
     const retries = call.retries ?? o.retries;
     const mayRetry = IDEMPOTENT.has(method) || call.retryNonIdempotent === true;
+    const attemptMs = call.timeoutMs ?? o.timeoutMs;
     const started = o.clock.monotonic();
     const deadline = started + (call.totalTimeoutMs ?? o.totalTimeoutMs);
-    const overall = AbortSignal.timeout(call.totalTimeoutMs ?? o.totalTimeoutMs);
-    const signal = call.signal ? AbortSignal.any([call.signal, overall]) : overall;
-    const secretHeaders = new Set(
-      [...ALWAYS_REDACTED_HEADERS, ...o.redactHeaders, ...(call.secretHeaders ?? [])].map((h) =>
-        h.toLowerCase(),
-      ),
-    );
-    const capture = {
-      client: call.client ?? 'default',
-      method,
-      url: maskUrl(call.url, this.#secretParams),
-      request_headers: redactHeaders(headers, secretHeaders),
-      request_body: truncate(call.body, o.captureBodyBytes),
-      ...(ctx?.request_id ? { request_id: ctx.request_id, trace_id: ctx.request_id } : {}),
-      ...(ctx?.task ? { task: ctx.task, run_id: ctx.run_id } : {}),
+    // Capture fields are only built when a line is written (debug enabled, or a failure).
+    let capture: Capture | undefined;
+    const captured = () => {
+      capture ??= this.#capture(call, method, headers, ctx);
+      return capture;
     };
 
     for (let attempt = 1; ; attempt++) {
       const attemptStart = o.clock.monotonic();
-      const attemptSignal = AbortSignal.any([signal, AbortSignal.timeout(call.timeoutMs ?? o.timeoutMs)]);
+      // undici's own timers bound the attempt (cheap, no AbortController per call): the wait for
+      // the response headers, and each pause in the body, by the attempt's limit or what is left
+      // of the call's. A signal is only wired when the caller gave one.
+      const limit = Math.max(1, Math.min(attemptMs, deadline - attemptStart));
       let status: number | undefined;
       let error: unknown;
       let result: CallResult | undefined;
       let retryAfterMs: number | undefined;
       try {
         const res = await this.#dispatcher.request({
-          origin: new URL(call.url).origin,
-          path: pathOf(call.url),
+          origin,
+          path,
           method: method as Dispatcher.HttpMethod,
           headers,
           body: call.body ?? null,
-          signal: attemptSignal,
+          headersTimeout: limit,
+          bodyTimeout: limit,
+          ...(call.signal ? { signal: call.signal } : {}),
         });
         status = res.statusCode;
-        const body = await readBody(res.body, call.maxBodyBytes ?? 1024 * 1024);
-        retryAfterMs = parseRetryAfter(res.headers['retry-after'], o.clock.now());
+        const body = await readBody(
+          res.body,
+          res.headers['content-length'],
+          call.maxBodyBytes ?? 1024 * 1024,
+        );
+        if (status >= 400) retryAfterMs = parseRetryAfter(res.headers['retry-after'], o.clock.now());
         result = { status, headers: res.headers, body, attempts: attempt, duration_ms: 0 };
       } catch (err) {
         error = err;
       }
-      const duration_ms = round3(o.clock.monotonic() - attemptStart);
+      const timedOut = error !== undefined && TIMEOUT_CODES.has((error as { code?: string }).code ?? '');
       const failed = error !== undefined || (status !== undefined && status >= 500);
-      const line = { ...capture, attempt, status: status ?? null, duration_ms };
-      if (failed) {
-        const why =
-          error === undefined
-            ? `HTTP ${status}`
-            : describeError(
-                error,
-                overall.aborted
-                  ? 'timeout (total)'
-                  : attemptSignal.aborted && !signal.aborted
-                    ? 'timeout'
-                    : undefined,
-              );
-        o.logger.warn({ ...line, error: why }, 'http call failed');
-        this.failures.add(this.#failure(capture, attempt, status, why, duration_ms));
-      } else {
-        o.logger.debug(line, 'http call');
+      if (failed || o.logger.isLevelEnabled('debug')) {
+        const duration_ms = round3(o.clock.monotonic() - attemptStart);
+        const line = { ...captured().line, attempt, status: status ?? null, duration_ms };
+        if (failed) {
+          const why =
+            error === undefined
+              ? `HTTP ${status}`
+              : timedOut
+                ? `timeout after ${limit} ms (${describeError(error)})`
+                : describeError(error);
+          o.logger.warn({ ...line, error: why }, 'http call failed');
+          this.failures.add(this.#failure(captured(), attempt, status, why, duration_ms));
+        } else {
+          o.logger.debug(line, 'http call');
+        }
       }
 
       const retryable =
-        (error !== undefined && !call.signal?.aborted && !overall.aborted) ||
-        (status !== undefined && RETRY_STATUS.has(status));
+        (error !== undefined && !call.signal?.aborted) || (status !== undefined && RETRY_STATUS.has(status));
       if (attempt <= retries && mayRetry && retryable) {
         const backoff = Math.min(o.maxBackoffMs, o.backoffMs * 2 ** (attempt - 1));
         const wait = retryAfterMs ?? backoff / 2 + (this.#random() * backoff) / 2;
         if (o.clock.monotonic() + wait < deadline) {
           o.telemetry.http.retries++;
           try {
-            await sleep(wait, undefined, { signal });
+            await sleep(wait, undefined, call.signal ? { signal: call.signal } : {});
             continue;
           } catch {
-            // the overall deadline or the caller's signal fired while waiting: fall through
+            // the caller gave up while we waited: fall through with what we have
           }
         }
       }
       if (result) return { ...result, duration_ms: round3(o.clock.monotonic() - started) };
-      const kind = call.signal?.aborted ? 'aborted' : attemptSignal.aborted ? 'timeout' : 'network';
-      throw new HttpCallError(kind, `${method} ${capture.url}: ${describeError(error)}`, attempt, error);
+      const kind = call.signal?.aborted ? 'aborted' : timedOut ? 'timeout' : 'network';
+      throw new HttpCallError(
+        kind,
+        `${method} ${captured().line.url}: ${describeError(error)}`,
+        attempt,
+        error,
+      );
     }
   }
 
+  #capture(
+    call: CallOptions,
+    method: string,
+    headers: Record<string, string>,
+    ctx: WorkContext | undefined,
+  ): Capture {
+    const o = this.#o;
+    const secret = call.secretHeaders?.length
+      ? new Set([...this.#secretHeaders, ...call.secretHeaders.map((h) => h.toLowerCase())])
+      : this.#secretHeaders;
+    return {
+      line: {
+        client: call.client ?? 'default',
+        method,
+        url: maskUrl(call.url, this.#secretParams),
+        request_headers: redactHeaders(headers, secret),
+        request_body: truncate(call.body, o.captureBodyBytes),
+        ...(ctx?.request_id ? { request_id: ctx.request_id, trace_id: ctx.request_id } : {}),
+        ...(ctx?.task ? { task: ctx.task, run_id: ctx.run_id } : {}),
+      },
+      ctx,
+    };
+  }
+
   #failure(
-    c: {
-      client: string;
-      method: string;
-      url: string;
-      request_headers: Record<string, string>;
-      request_body: string | undefined;
-    },
+    c: Capture,
     attempt: number,
     status: number | undefined,
     error: string,
     duration_ms: number,
   ): FailedCall {
-    const ctx = currentContext();
     return {
       at: new Date(this.#o.clock.now()).toISOString(),
-      client: c.client,
-      task: ctx?.task ?? null,
-      run_id: ctx?.run_id ?? null,
-      request_id: ctx?.request_id ?? null,
-      method: c.method,
-      url: c.url,
-      request_headers: c.request_headers,
-      request_body: c.request_body ?? null,
+      client: c.line.client,
+      task: c.ctx?.task ?? null,
+      run_id: c.ctx?.run_id ?? null,
+      request_id: c.ctx?.request_id ?? null,
+      method: c.line.method,
+      url: c.line.url,
+      request_headers: c.line.request_headers,
+      request_body: c.line.request_body ?? null,
       attempt,
       status: status ?? null,
       error,
@@ -244,19 +275,28 @@ export class HttpClient {
   }
 }
 
+interface Capture {
+  line: {
+    client: string;
+    method: string;
+    url: string;
+    request_headers: Record<string, string>;
+    request_body: string | undefined;
+    request_id?: string;
+    trace_id?: string;
+    task?: string;
+    run_id?: string | undefined;
+  };
+  ctx: WorkContext | undefined;
+}
+
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 
 function hasHeader(headers: Record<string, string>, name: string): boolean {
   return Object.keys(headers).some((k) => k.toLowerCase() === name);
 }
 
-function pathOf(url: string): string {
-  const u = new URL(url);
-  return `${u.pathname}${u.search}`;
-}
-
-function describeError(err: unknown, override?: string): string {
-  if (override) return override;
+function describeError(err: unknown): string {
   const e = err as { name?: string; code?: string; message?: string };
   return `${e.code ?? e.name ?? 'Error'}: ${e.message ?? String(err)}`;
 }
@@ -270,7 +310,14 @@ export function parseRetryAfter(value: string | string[] | undefined, nowMs: num
   return Number.isNaN(at) ? undefined : Math.max(0, at - nowMs);
 }
 
-async function readBody(body: AsyncIterable<Buffer>, keep: number): Promise<string> {
+/** The response text, at most `keep` bytes of it; a large body is streamed and mostly discarded. */
+async function readBody(
+  body: AsyncIterable<Buffer> & { text(): Promise<string> },
+  contentLength: string | string[] | undefined,
+  keep: number,
+): Promise<string> {
+  const declared = typeof contentLength === 'string' ? Number(contentLength) : Number.NaN;
+  if (declared <= keep) return body.text();
   const chunks: Buffer[] = [];
   let kept = 0;
   let read = 0;
