@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import {
   AcpRouter,
+  registerCronRoutes,
   registerHttpClientRoutes,
   registerRoutingRoutes,
   registerSystemRoutes,
@@ -11,6 +12,7 @@ import {
 import { Authenticator, bootstrapAdmin } from './auth/index.ts';
 import { type LeaderElection, LocalElection } from './cluster/index.ts';
 import { type Config, type LoadOptions, loadConfig, resolveBuildInfo } from './config/index.ts';
+import { DEFAULT_SCOPE, Schedule, Scheduler, taskRunner } from './cron/index.ts';
 import { createServer, registerHealth, registerMetricsRoute } from './http/index.ts';
 import { HttpClient } from './http-client/index.ts';
 import { RoutingService, registerGoRoute } from './routing/index.ts';
@@ -40,6 +42,7 @@ export interface SluiceNode {
   election: LeaderElection;
   routing: RoutingService;
   httpClient: HttpClient;
+  scheduler: Scheduler;
   logger: Logger;
   acp: AcpRouter;
   /** Graceful stop: stop accepting, finish in-flight requests, release leadership, close storage. */
@@ -57,7 +60,7 @@ export function generateServerId(): string {
 
 /**
  * The composition root — the only place that knows every part:
- * config → logger → storage → cluster → telemetry → http client → routing → http (+ ACP) → listen.
+ * config → logger → storage → cluster → telemetry → http client → routing → cron → http (+ ACP) → listen.
  */
 export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
   const loaded = loadConfig(opts);
@@ -79,6 +82,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
   let app: FastifyInstance | undefined;
   let stopRouting: (() => Promise<void>) | undefined;
   let closeHttpClient: (() => Promise<void>) | undefined;
+  let stopScheduler: (() => Promise<void>) | undefined;
   try {
     await storage.migrate();
     await election.start();
@@ -116,7 +120,29 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       logger,
       cacheMaxEntries: config.cache.max_entries,
       cacheTtlMs: config.cache.ttl_ms,
+      // With a stats.flush task the scheduler persists counters; without one the service does, each second.
+      flushIntervalMs: Object.values(config.cron.tasks).some((t) => t.kind === 'stats.flush' && t.enabled)
+        ? 0
+        : 1000,
     });
+    const scheduler = new Scheduler({
+      clock,
+      logger,
+      telemetry,
+      isLeader: () => election.isLeader(),
+      epoch: () => election.epoch(),
+    });
+    for (const [name, task] of Object.entries(config.cron.tasks)) {
+      scheduler.add({
+        name,
+        kind: task.kind,
+        schedule: new Schedule(task.schedule),
+        scope: task.execution_scope ?? DEFAULT_SCOPE[task.kind]!,
+        enabled: task.enabled,
+        timeoutMs: task.timeout_ms,
+        run: taskRunner(name, task, { routing, storage, httpClient, clock }),
+      });
+    }
     telemetry.setSection('db', () => storage.stats());
     telemetry.setSection('cache', () => routing.cache.section());
     telemetry.setSection('streams', () => routing.streamsSection());
@@ -124,6 +150,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     telemetry.start();
     routing.start();
     stopRouting = () => routing.stop();
+    stopScheduler = () => scheduler.stop(0);
 
     app = createServer({ config, logger, telemetry, serverId });
     registerHealth(app, () => storage.ping());
@@ -134,6 +161,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     registerSystemRoutes(acp, { config, mode, telemetry });
     registerRoutingRoutes(acp, { routing, telemetry, commit: build.commit });
     registerHttpClientRoutes(acp, httpClient);
+    registerCronRoutes(acp, scheduler);
     registerGoRoute(app, routing, clock, opts.random);
 
     if (mode === 'development') {
@@ -153,12 +181,13 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       ? `[${config.app.server.host}]`
       : config.app.server.host;
     const url = `http://${host}:${port}`;
+    scheduler.start();
     logger.info(
       { url, mode, commit: build.commit, version: build.version, files: loaded.files },
       'sluice started',
     );
 
-    const started = { app, telemetry, routing, httpClient };
+    const started = { app, telemetry, routing, httpClient, scheduler };
     let stopping: Promise<void> | undefined;
     return {
       url,
@@ -171,12 +200,17 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       election,
       routing,
       httpClient,
+      scheduler,
       logger,
       acp,
       stop: () => {
         stopping ??= (async () => {
           logger.info('sluice stopping');
-          await started.app.close();
+          // Stop accepting and finish in-flight requests while running tasks get their grace period.
+          await Promise.all([
+            started.app.close(),
+            started.scheduler.stop(config.app.server.shutdown_timeout_ms),
+          ]);
           // In-flight requests are done: whatever they counted is persisted before storage closes.
           await started.routing.stop();
           await started.httpClient.close();
@@ -191,6 +225,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     };
   } catch (err) {
     await app?.close().catch(() => {});
+    await stopScheduler?.().catch(() => {});
     await stopRouting?.().catch(() => {});
     await closeHttpClient?.().catch(() => {});
     telemetry?.stop();

@@ -12,6 +12,7 @@ export {
   type Config,
   ConfigSchema,
   type CronTaskConfig,
+  DEFAULT_TASKS,
   LOG_LEVELS,
   NODE_ID_PATTERN,
   ROLES,

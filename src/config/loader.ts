@@ -3,8 +3,9 @@ import { BlockList, isIP } from 'node:net';
 import { join, resolve } from 'node:path';
 import type { TSchema } from '@sinclair/typebox';
 import { Value, type ValueError } from '@sinclair/typebox/value';
+import { Cron } from 'croner';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
-import { type Config, ConfigSchema, CronTaskSchema } from './schema.ts';
+import { type Config, ConfigSchema, CronTaskSchema, DEFAULT_TASKS } from './schema.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
 export const EXIT_CONFIG = 78;
@@ -54,6 +55,7 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
 
   const origin = new Map<string, string>();
   const merged: Plain = {};
+  mergeInto(merged, { cron: { tasks: structuredClone(DEFAULT_TASKS) } }, 'the built-in defaults', '', origin);
   const files: string[] = [];
   const basePath = join(dir, 'config.yml');
   const modePath = join(dir, `config.${mode}.yml`);
@@ -235,7 +237,22 @@ function checkSemantics(c: Config, sourceOf: (key: string) => string) {
     names.add(op.name);
   });
   for (const [name, task] of Object.entries(c.cron.tasks)) {
+    const fields = task.schedule.trim().split(/\s+/).length;
+    let problem = fields === 5 || fields === 6 ? undefined : `${fields} fields`;
+    try {
+      if (!problem) new Cron(task.schedule, { paused: true });
+    } catch (err) {
+      problem = (err as Error).message;
+    }
+    if (problem) {
+      fail(
+        `cron.tasks.${name}.schedule`,
+        `expected a cron expression of 5 fields, or 6 with seconds first (${problem})`,
+      );
+    }
     if (task.kind === 'http.probe') {
+      if (task.url && !/^https?:\/\/[^/]/.test(task.url))
+        fail(`cron.tasks.${name}.url`, 'expected an http(s) URL');
       if (!task.url) fail(`cron.tasks.${name}.url`, 'required for kind http.probe; expected an http(s) URL');
       if (!task.execution_scope)
         fail(`cron.tasks.${name}.execution_scope`, 'required for kind http.probe; expected leader or all');

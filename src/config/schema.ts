@@ -191,5 +191,16 @@ export const ConfigSchema = Type.Object(
 );
 
 export type Config = Static<typeof ConfigSchema>;
+
+/**
+ * Tasks every node has unless its configuration changes them (they merge under `cron.tasks` like
+ * any file, so `cron.tasks.stats_flush.enabled: false` turns one off). Counters are persisted by
+ * `stats_flush`; turning it off leaves them to the graceful stop.
+ */
+export const DEFAULT_TASKS = {
+  stats_flush: { kind: 'stats.flush', schedule: '* * * * * *', timeout_ms: 30_000 },
+  cache_reload: { kind: 'cache.reload', schedule: '*/30 * * * * *', timeout_ms: 30_000 },
+  targets_check: { kind: 'targets.check', schedule: '0 */5 * * * *', timeout_ms: 120_000 },
+} as const satisfies Record<string, Partial<Static<typeof CronTaskSchema>>>;
 export type Role = (typeof ROLES)[number];
 export type CronTaskConfig = Static<typeof CronTaskSchema>;

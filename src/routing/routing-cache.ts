@@ -86,6 +86,23 @@ export class RoutingCache {
     return e === MISSING ? null : (e as CompiledFlow);
   }
 
+  /** Re-reads every cached slug from storage (`cache.reload`); throws the first failure after trying all. */
+  async reloadAll(signal?: AbortSignal): Promise<number> {
+    let failure: unknown;
+    let reloaded = 0;
+    for (const slug of [...this.#lru.keys()]) {
+      if (signal?.aborted) break;
+      try {
+        await this.#lru.fetch(slug, { forceRefresh: true, allowStaleOnFetchRejection: false });
+        reloaded++;
+      } catch (err) {
+        failure ??= err;
+      }
+    }
+    if (failure !== undefined) throw failure;
+    return reloaded;
+  }
+
   invalidate(slug: string): void {
     const current = this.#lru.peek(slug, { allowStale: true });
     if (current !== undefined) {

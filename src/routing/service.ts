@@ -12,7 +12,7 @@ export interface RoutingOptions {
   logger: Logger;
   cacheMaxEntries: number;
   cacheTtlMs: number;
-  /** How often counters are persisted (until the cron capability owns it as `stats.flush`). */
+  /** How often counters are persisted by the service itself; 0 when a `stats.flush` task does it. */
   flushIntervalMs?: number;
   /** How often totals for the system metrics sections are re-read. */
   aggregatesIntervalMs?: number;
@@ -65,7 +65,7 @@ export class RoutingService {
       t.unref();
       this.#timers.push(t);
     };
-    every(this.#flushMs, () => this.flush());
+    if (this.#flushMs > 0) every(this.#flushMs, () => this.flush());
     every(this.#aggregatesMs, () => this.refreshAggregates());
   }
 
@@ -76,19 +76,19 @@ export class RoutingService {
     await this.flush();
   }
 
-  /** Persists counted hits and clicks; one at a time, failures kept for the next try. */
-  flush(): Promise<number> {
-    return this.#queue(async () => {
-      try {
-        return await this.counters.flush((batch) => this.#storage.addCounters(batch));
-      } catch (err) {
-        this.#log.warn(
-          { err: (err as Error).message },
-          'counter flush failed; counts kept for the next flush',
-        );
-        return 0;
-      }
-    });
+  /** Persists counted hits and clicks (one flush at a time); a failure keeps them and is thrown. */
+  persistCounters(): Promise<number> {
+    return this.#queue(() => this.counters.flush((batch) => this.#storage.addCounters(batch)));
+  }
+
+  /** {@link persistCounters} for background use: a failure is logged, never thrown. */
+  async flush(): Promise<number> {
+    try {
+      return await this.persistCounters();
+    } catch (err) {
+      this.#log.warn({ err: (err as Error).message }, 'counter flush failed; counts kept for the next flush');
+      return 0;
+    }
   }
 
   refreshAggregates(): Promise<void> {

@@ -109,4 +109,18 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX streams_flow ON streams (flow_id, position);
     `,
   },
+  {
+    version: 3,
+    name: 'stream target checks',
+    sqlite: `
+      ALTER TABLE streams ADD COLUMN target_status TEXT;
+      ALTER TABLE streams ADD COLUMN target_checked_at TEXT;
+      ALTER TABLE streams ADD COLUMN target_error TEXT;
+    `,
+    postgres: `
+      ALTER TABLE streams ADD COLUMN target_status TEXT;
+      ALTER TABLE streams ADD COLUMN target_checked_at TIMESTAMPTZ;
+      ALTER TABLE streams ADD COLUMN target_error TEXT;
+    `,
+  },
 ];

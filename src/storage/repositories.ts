@@ -173,7 +173,7 @@ export class SqlFlows implements FlowStore {
 }
 
 const STREAM_COLUMNS =
-  'id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, hits, last_hit_at, version, created_at, updated_at';
+  'id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, hits, last_hit_at, target_status, target_checked_at, target_error, version, created_at, updated_at';
 const toStream = (r: Row): StreamRecord => ({
   id: String(r.id),
   flow_id: String(r.flow_id),
@@ -187,6 +187,9 @@ const toStream = (r: Row): StreamRecord => ({
   redirect_code: toNum(r.redirect_code) as StreamRecord['redirect_code'],
   hits: toNum(r.hits),
   last_hit_at: toIso(r.last_hit_at),
+  target_status: (r.target_status ?? null) as StreamRecord['target_status'],
+  target_checked_at: toIso(r.target_checked_at),
+  target_error: (r.target_error ?? null) as string | null,
   version: toNum(r.version),
   created_at: toIso(r.created_at)!,
   updated_at: toIso(r.updated_at)!,
@@ -278,6 +281,19 @@ export class SqlStreams implements StreamStore {
       idOf: (s) => s.id,
     });
   }
+  async setTargetStatus(
+    id: string,
+    status: 'ok' | 'unreachable',
+    error: string | null,
+    checkedAt: string,
+  ): Promise<void> {
+    const ts = this.#x.dialect === 'postgres' ? 'CAST(? AS TIMESTAMPTZ)' : '?';
+    await this.#x.run(
+      `UPDATE streams SET target_status = ?, target_error = ?, target_checked_at = ${ts} WHERE id = ?`,
+      [status, error, checkedAt, id],
+    );
+  }
+
   async ofFlow(flowId: string): Promise<StreamRecord[]> {
     return (
       await this.#x.all(`SELECT ${STREAM_COLUMNS} FROM streams WHERE flow_id = ? ORDER BY position, id`, [

@@ -61,6 +61,10 @@ export interface StreamRecord {
   redirect_code: RedirectCode;
   hits: number;
   last_hit_at: string | null;
+  /** Result of the last `targets.check`: reachable (`ok`), `unreachable`, or never checked (null). */
+  target_status: 'ok' | 'unreachable' | null;
+  target_checked_at: string | null;
+  target_error: string | null;
   version: number;
   created_at: string;
   updated_at: string;
@@ -126,6 +130,13 @@ export interface StreamStore {
   list(q: PageQuery<StreamFilter, StreamSortKey>): Promise<Page<StreamRecord>>;
   /** Every stream of a flow, in position order (for the routing cache). */
   ofFlow(flowId: string): Promise<StreamRecord[]>;
+  /** Records a target check; does not change `version` (it is not an edit). */
+  setTargetStatus(
+    id: string,
+    status: 'ok' | 'unreachable',
+    error: string | null,
+    checkedAt: string,
+  ): Promise<void>;
 }
 
 /** Counter deltas accumulated in memory and added atomically, so several nodes sum correctly. */

@@ -1,0 +1,11 @@
+export { DEFAULT_SCOPE, type KindDeps, taskRunner } from './kinds.ts';
+export { TaskRuntime } from './runtime.ts';
+export { Schedule } from './schedule.ts';
+export {
+  type ExecutionScope,
+  Scheduler,
+  type SchedulerOptions,
+  type TaskContext,
+  type TaskDefinition,
+  type TaskItem,
+} from './scheduler.ts';
