@@ -4,13 +4,14 @@ import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import {
   AcpRouter,
+  registerClusterRoutes,
   registerCronRoutes,
   registerHttpClientRoutes,
   registerRoutingRoutes,
   registerSystemRoutes,
 } from './acp/index.ts';
 import { Authenticator, bootstrapAdmin } from './auth/index.ts';
-import { type LeaderElection, LocalElection } from './cluster/index.ts';
+import { type LeaderElection, LocalElection, PostgresElection } from './cluster/index.ts';
 import { type Config, type LoadOptions, loadConfig, resolveBuildInfo } from './config/index.ts';
 import { DEFAULT_SCOPE, Schedule, Scheduler, taskRunner } from './cron/index.ts';
 import { createServer, registerHealth, registerMetricsRoute } from './http/index.ts';
@@ -77,7 +78,27 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
   });
 
   const storage = openStorage(config, clock, cwd, logger);
-  const election: LeaderElection = new LocalElection();
+  const startedAt = new Date(clock.now()).toISOString();
+  const heartbeat = (isLeader: boolean) =>
+    storage.cluster.heartbeat({
+      server_id: serverId,
+      started_at: startedAt,
+      version: build.version,
+      commit: build.commit,
+      is_leader: isLeader,
+    });
+  const election: LeaderElection =
+    config.cluster.leader_election === 'postgres'
+      ? new PostgresElection({
+          store: storage.cluster,
+          serverId,
+          clock,
+          logger,
+          leaseTtlMs: config.cluster.lease_ttl_ms,
+          renewIntervalMs: config.cluster.renew_interval_ms,
+          onTick: heartbeat,
+        })
+      : new LocalElection(serverId);
   let telemetry: Telemetry | undefined;
   let app: FastifyInstance | undefined;
   let stopRouting: (() => Promise<void>) | undefined;
@@ -86,6 +107,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
   try {
     await storage.migrate();
     await election.start();
+    if (election.kind === 'local') await heartbeat(true);
     telemetry = new Telemetry({
       clock,
       serverId,
@@ -96,6 +118,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       httpBucketsMs: config.observability.metrics.http_buckets_ms,
       taskBucketsMs: config.observability.metrics.task_buckets_ms,
       isLeader: () => election.isLeader(),
+      leaderId: () => election.leaderId(),
       processMetrics: config.observability.metrics.prometheus_enabled,
     });
     const hc = config.http_client;
@@ -131,6 +154,16 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       telemetry,
       isLeader: () => election.isLeader(),
       epoch: () => election.epoch(),
+      fence: () => election.fence(),
+      journal: {
+        start: (run, fence) => storage.cluster.startRun(run, fence),
+        finish: (id, err, fence) => storage.cluster.finishRun(id, err, fence),
+      },
+      serverId,
+    });
+    // Losing leadership aborts leader-scoped runs at once; their writes are fenced anyway.
+    election.onChange((isLeader) => {
+      if (!isLeader) scheduler.abortLeaderRuns();
     });
     for (const [name, task] of Object.entries(config.cron.tasks)) {
       scheduler.add({
@@ -162,6 +195,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     registerRoutingRoutes(acp, { routing, telemetry, commit: build.commit });
     registerHttpClientRoutes(acp, httpClient);
     registerCronRoutes(acp, scheduler);
+    registerClusterRoutes(acp, { storage, election, serverId });
     registerGoRoute(app, routing, clock, opts.random);
 
     if (mode === 'development') {

@@ -26,7 +26,11 @@ export function registerSystemRoutes(acp: AcpRouter, deps: SystemDeps): void {
       return {
         ...effective,
         mode,
-        runtime: { 'app.server.id': telemetry.serverId, 'app.server.is_leader': isLeader },
+        runtime: {
+          'app.server.id': telemetry.serverId,
+          'app.server.is_leader': isLeader,
+          'cluster.leader_id': telemetry.leaderId() ?? null,
+        },
       };
     },
   });

@@ -228,8 +228,11 @@ function checkSemantics(c: Config, sourceOf: (key: string) => string) {
       'required when storage.driver is postgres; expected postgres://user@host:port/db',
     );
   }
-  if (c.cluster.leader_election === 'postgres' && !c.storage.postgres.url) {
-    fail('storage.postgres.url', 'required when cluster.leader_election is postgres');
+  if (c.cluster.leader_election === 'postgres' && c.storage.driver !== 'postgres') {
+    fail(
+      'cluster.leader_election',
+      'postgres needs storage.driver postgres (the lease lives in the shared database)',
+    );
   }
   const names = new Set<string>();
   c.acp.operators.forEach((op, i) => {

@@ -3,6 +3,7 @@ export { TaskRuntime } from './runtime.ts';
 export { Schedule } from './schedule.ts';
 export {
   type ExecutionScope,
+  type RunJournal,
   Scheduler,
   type SchedulerOptions,
   type TaskContext,

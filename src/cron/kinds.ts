@@ -124,12 +124,17 @@ async function checkTargets(
       }
       if (ctx.signal.aborted) return;
       if (error !== null) unreachable++;
-      await deps.storage.streams.setTargetStatus(
+      const written = await deps.storage.streams.setTargetStatus(
         s.id,
         error === null ? 'ok' : 'unreachable',
         error,
         new Date(deps.clock.now()).toISOString(),
+        ctx.fence,
       );
+      // Nothing written: either the stream was deleted meanwhile, or leadership was lost (fenced).
+      if (!written && ctx.fence && (await deps.storage.streams.get(s.id))) {
+        throw new Error(`fenced: epoch ${ctx.epoch} no longer holds the lease`);
+      }
     }
   };
   await Promise.all(Array.from({ length: CHECK_PARALLELISM }, worker));

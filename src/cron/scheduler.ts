@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ApiError, describeCause } from '../errors/index.ts';
+import type { Fence } from '../storage/index.ts';
 import { type Logger, runWithContext, type Telemetry } from '../telemetry/index.ts';
 import type { Clock } from '../time/index.ts';
 import { TaskRuntime } from './runtime.ts';
@@ -14,6 +15,17 @@ export interface TaskContext {
   runId: string;
   /** Leadership epoch at the start of the run: the fencing token for leader-only writes. */
   epoch: number;
+  /** What this run's leader-only writes must be fenced with (undefined: not fenced, local election). */
+  fence: Fence | undefined;
+}
+
+/** Where leader-task runs are journaled, fenced by the epoch they started under. */
+export interface RunJournal {
+  start(
+    run: { run_id: string; task: string; server_id: string; epoch: number },
+    fence: Fence | undefined,
+  ): Promise<boolean>;
+  finish(runId: string, error: string | null, fence: Fence | undefined): Promise<boolean>;
 }
 
 export interface TaskDefinition {
@@ -55,6 +67,11 @@ export interface SchedulerOptions {
   telemetry: Telemetry;
   isLeader: () => boolean;
   epoch: () => number;
+  /** The fence of the current leadership (undefined when not fencing). */
+  fence?: () => Fence | undefined;
+  /** Journal of leader-scoped runs (start and end, fenced). */
+  journal?: RunJournal;
+  serverId?: string;
 }
 
 /** Longest single timer: long waits are re-armed, so a wall-clock jump is noticed within a minute. */
@@ -195,9 +212,27 @@ export class Scheduler {
     const stepDown = new Promise<never>((_, reject) => {
       abort.signal.addEventListener('abort', () => reject(abort.signal.reason), { once: true });
     });
-    const run = runWithContext({ task: e.def.name, run_id: runId }, () =>
-      Promise.resolve().then(() => e.def.run({ signal: abort.signal, log, runId, epoch: this.#o.epoch() })),
-    );
+    const epoch = this.#o.epoch();
+    const fence = e.def.scope === 'leader' ? this.#o.fence?.() : undefined;
+    const journal = e.def.scope === 'leader' ? this.#o.journal : undefined;
+    const run = runWithContext({ task: e.def.name, run_id: runId }, async () => {
+      if (journal) {
+        const ok = await journal.start(
+          { run_id: runId, task: e.def.name, server_id: this.#o.serverId ?? '', epoch },
+          fence,
+        );
+        if (!ok) throw new Error(`fenced: epoch ${epoch} no longer holds the lease`);
+      }
+      let error: string | null = null;
+      try {
+        await e.def.run({ signal: abort.signal, log, runId, epoch, fence });
+      } catch (err) {
+        error = describeCause(err);
+        throw err;
+      } finally {
+        if (journal) await journal.finish(runId, error, fence).catch(() => false);
+      }
+    });
     e.done = Promise.race([run, timedOut, stepDown])
       .then(
         () => this.#finish(e, started, null, log),

@@ -6,6 +6,14 @@ import { openPostgres } from './postgres.ts';
 import { openSqlite } from './sqlite.ts';
 import type { Storage } from './types.ts';
 
+export {
+  ClusterStore,
+  type Fence,
+  fenceClause,
+  type LeaseState,
+  type NodeRecord,
+  type TaskRunRecord,
+} from './cluster-store.ts';
 export { MIGRATIONS, type Migration } from './migrations.ts';
 export { decodeCursor, encodeCursor } from './paging.ts';
 export { openPostgres, type PostgresOptions } from './postgres.ts';

@@ -123,4 +123,60 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE streams ADD COLUMN target_error TEXT;
     `,
   },
+  {
+    version: 4,
+    name: 'leader lease, node registry, task run journal',
+    sqlite: `
+      CREATE TABLE leader_lease (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        expires_at TEXT NOT NULL
+      );
+      CREATE TABLE nodes (
+        server_id TEXT PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        last_seen TEXT NOT NULL,
+        version TEXT,
+        commit_id TEXT NOT NULL,
+        is_leader INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE TABLE task_runs (
+        run_id TEXT PRIMARY KEY,
+        task TEXT NOT NULL,
+        server_id TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        error TEXT
+      );
+      CREATE INDEX task_runs_task ON task_runs (task, started_at);
+    `,
+    postgres: `
+      CREATE TABLE leader_lease (
+        name TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        epoch BIGINT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+      );
+      CREATE TABLE nodes (
+        server_id TEXT PRIMARY KEY,
+        started_at TIMESTAMPTZ NOT NULL,
+        last_seen TIMESTAMPTZ NOT NULL,
+        version TEXT,
+        commit_id TEXT NOT NULL,
+        is_leader BOOLEAN NOT NULL DEFAULT FALSE
+      );
+      CREATE TABLE task_runs (
+        run_id TEXT PRIMARY KEY,
+        task TEXT NOT NULL,
+        server_id TEXT NOT NULL,
+        epoch BIGINT NOT NULL,
+        started_at TIMESTAMPTZ NOT NULL,
+        finished_at TIMESTAMPTZ,
+        error TEXT
+      );
+      CREATE INDEX task_runs_task ON task_runs (task, started_at);
+    `,
+  },
 ];

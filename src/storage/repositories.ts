@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Role } from '../config/index.ts';
 import type { Clock } from '../time/index.ts';
+import { type Fence, fenceClause } from './cluster-store.ts';
 import { keysetPage } from './paging.ts';
 import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
 import type {
@@ -286,12 +287,15 @@ export class SqlStreams implements StreamStore {
     status: 'ok' | 'unreachable',
     error: string | null,
     checkedAt: string,
-  ): Promise<void> {
+    fence?: Fence,
+  ): Promise<boolean> {
     const ts = this.#x.dialect === 'postgres' ? 'CAST(? AS TIMESTAMPTZ)' : '?';
-    await this.#x.run(
-      `UPDATE streams SET target_status = ?, target_error = ?, target_checked_at = ${ts} WHERE id = ?`,
-      [status, error, checkedAt, id],
+    const f = fenceClause(fence);
+    const n = await this.#x.run(
+      `UPDATE streams SET target_status = ?, target_error = ?, target_checked_at = ${ts} WHERE id = ?${f.sql}`,
+      [status, error, checkedAt, id, ...f.params],
     );
+    return n === 1;
   }
 
   async ofFlow(flowId: string): Promise<StreamRecord[]> {

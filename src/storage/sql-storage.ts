@@ -1,4 +1,5 @@
 import type { Clock } from '../time/index.ts';
+import { ClusterStore } from './cluster-store.ts';
 import { MIGRATIONS } from './migrations.ts';
 import type { QueryStats } from './query-stats.ts';
 import { SqlFlows, SqlOperators, SqlStreams } from './repositories.ts';
@@ -35,6 +36,7 @@ export class SqlStorage implements Storage {
   readonly operators: OperatorStore;
   readonly flows: FlowStore;
   readonly streams: StreamStore;
+  readonly cluster: ClusterStore;
   readonly #b: Backend;
   readonly #clock: Clock;
 
@@ -45,6 +47,7 @@ export class SqlStorage implements Storage {
     this.operators = new SqlOperators(backend.exec, clock);
     this.flows = new SqlFlows(backend.exec, clock);
     this.streams = new SqlStreams(backend.exec, clock);
+    this.cluster = new ClusterStore(backend.exec, clock);
   }
 
   async migrate(): Promise<void> {

@@ -1,4 +1,5 @@
 import type { Role } from '../config/index.ts';
+import type { ClusterStore, Fence } from './cluster-store.ts';
 
 export type StorageDriver = 'sqlite' | 'postgres';
 
@@ -130,13 +131,17 @@ export interface StreamStore {
   list(q: PageQuery<StreamFilter, StreamSortKey>): Promise<Page<StreamRecord>>;
   /** Every stream of a flow, in position order (for the routing cache). */
   ofFlow(flowId: string): Promise<StreamRecord[]>;
-  /** Records a target check; does not change `version` (it is not an edit). */
+  /**
+   * Records a target check, a leader-only write: fenced, false when the fence no longer holds or
+   * the stream is gone. Does not change `version`: it is not an edit.
+   */
   setTargetStatus(
     id: string,
     status: 'ok' | 'unreachable',
     error: string | null,
     checkedAt: string,
-  ): Promise<void>;
+    fence?: Fence,
+  ): Promise<boolean>;
 }
 
 /** Counter deltas accumulated in memory and added atomically, so several nodes sum correctly. */
@@ -174,6 +179,8 @@ export interface Storage {
   readonly operators: OperatorStore;
   readonly flows: FlowStore;
   readonly streams: StreamStore;
+  /** Leader lease (PostgreSQL), node registry and the journal of leader-task runs. */
+  readonly cluster: ClusterStore;
   /** Applies pending versioned migrations; idempotent and safe when nodes start together. */
   migrate(): Promise<void>;
   /** Resolves when the database answers a trivial query. */

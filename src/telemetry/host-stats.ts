@@ -6,6 +6,8 @@ export interface HostSection {
   uptime_seconds: number;
   server_id: string;
   is_leader: boolean;
+  /** The current leader's server id as this node last saw it (null when unknown). */
+  leader_id: string | null;
   hostname: string;
   pid: number;
   node_version: string;
@@ -33,6 +35,7 @@ export class HostStats {
   readonly #clock: Clock;
   readonly #serverId: string;
   readonly #isLeader: () => boolean;
+  readonly #leaderId: () => string | undefined;
   readonly #startedAt: number;
   readonly #delay: ReturnType<typeof monitorEventLoopDelay> = monitorEventLoopDelay({ resolution: 10 });
   #timer: NodeJS.Timeout | undefined;
@@ -41,10 +44,11 @@ export class HostStats {
   #lastAt: number;
   #window = { cpuPercent: 0, elu: 0, p50: 0, p99: 0, max: 0 };
 
-  constructor(clock: Clock, serverId: string, isLeader: () => boolean) {
+  constructor(clock: Clock, serverId: string, isLeader: () => boolean, leaderId?: () => string | undefined) {
     this.#clock = clock;
     this.#serverId = serverId;
     this.#isLeader = isLeader;
+    this.#leaderId = leaderId ?? (() => (isLeader() ? serverId : undefined));
     this.#startedAt = clock.monotonic();
     this.#lastAt = clock.monotonic();
   }
@@ -87,6 +91,7 @@ export class HostStats {
       uptime_seconds: round3((this.#clock.monotonic() - this.#startedAt) / 1000),
       server_id: this.#serverId,
       is_leader: this.#isLeader(),
+      leader_id: this.#leaderId() ?? null,
       hostname: hostname(),
       pid: process.pid,
       node_version: process.version,

@@ -18,6 +18,8 @@ export interface TelemetryOptions {
   httpBucketsMs: readonly number[];
   taskBucketsMs: readonly number[];
   isLeader: () => boolean;
+  /** The current leader's server id as last seen. */
+  leaderId?: () => string | undefined;
   /** Adds Node's process metrics (prom-client's default collectors) to the exposition. */
   processMetrics?: boolean;
 }
@@ -67,6 +69,7 @@ export class Telemetry {
   readonly tasks: RecorderGroup;
   readonly host: HostStats;
   readonly #isLeader: () => boolean;
+  readonly #leaderId: () => string | undefined;
   readonly #sections = new Map<SectionName, () => unknown>();
   readonly #families: FamilyWriter[] = [];
   readonly #process: Record<ExpositionFormat, Registry> | undefined;
@@ -78,10 +81,11 @@ export class Telemetry {
     this.commit = opts.commit;
     this.prefix = opts.prefix;
     this.#isLeader = opts.isLeader;
+    this.#leaderId = opts.leaderId ?? (() => (opts.isLeader() ? opts.serverId : undefined));
     this.controllers = new RecorderGroup('route', opts.controllerBucketsMs);
     this.tasks = new RecorderGroup('task', opts.taskBucketsMs);
     this.http = { recorder: new Recorder(Object.freeze([...opts.httpBucketsMs])), retries: 0 };
-    this.host = new HostStats(opts.clock, opts.serverId, opts.isLeader);
+    this.host = new HostStats(opts.clock, opts.serverId, opts.isLeader, this.#leaderId);
     this.#sections.set('cache', () => ({
       entries: 0,
       max_entries: 0,
@@ -118,6 +122,10 @@ export class Telemetry {
 
   isLeader(): boolean {
     return this.#isLeader();
+  }
+
+  leaderId(): string | undefined {
+    return this.#leaderId();
   }
 
   start(): void {

@@ -140,7 +140,11 @@ describe('POST /acp/system/config', () => {
       assert.equal(c.cron.tasks.probe.url, 'http://127.0.0.1:9/health');
       assert.equal(c.app.server.port, 0);
       assert.equal(c.mode, 'test');
-      assert.deepEqual(c.runtime, { 'app.server.id': 'cfg-node', 'app.server.is_leader': true });
+      assert.deepEqual(c.runtime, {
+        'app.server.id': 'cfg-node',
+        'app.server.is_leader': true,
+        'cluster.leader_id': 'cfg-node',
+      });
       assert.equal(c.app.server.id, 'cfg-node');
       assert.equal(c.app.server.is_leader, true);
       // The configuration the node runs with is untouched by redaction.

@@ -1,0 +1,144 @@
+import type { Logger } from 'pino';
+import type { ClusterStore, Fence } from '../storage/index.ts';
+import type { Clock } from '../time/index.ts';
+import type { LeaderElection, LeadershipListener } from './election.ts';
+
+export interface PostgresElectionOptions {
+  store: ClusterStore;
+  serverId: string;
+  clock: Clock;
+  logger: Logger;
+  leaseTtlMs: number;
+  renewIntervalMs: number;
+  /** Called after every renewal attempt (the node registry heartbeat rides on it). */
+  onTick?: (isLeader: boolean) => Promise<void>;
+}
+
+/**
+ * Leadership through a lease row in PostgreSQL, taken and renewed by one conditional upsert on the
+ * database's clock (see ClusterStore.acquire). The node believes itself leader only until
+ * `lease_ttl_ms` after its last successful renewal *started*, less a safety margin — measured on
+ * its own monotonic clock — so when it cannot renew (database gone, process paused) it steps down
+ * before anyone else can take over, and the epoch fences any write it still attempts.
+ */
+export class PostgresElection implements LeaderElection {
+  readonly kind = 'postgres' as const;
+  readonly #o: PostgresElectionOptions;
+  readonly #listeners: LeadershipListener[] = [];
+  #epoch = 0;
+  #leader = false;
+  #deadline = 0;
+  #renewTimer: NodeJS.Timeout | undefined;
+  #expiryTimer: NodeJS.Timeout | undefined;
+  #running = false;
+  #tick: Promise<void> = Promise.resolve();
+  #leaderId: string | undefined;
+
+  constructor(opts: PostgresElectionOptions) {
+    this.#o = opts;
+  }
+
+  isLeader(): boolean {
+    return this.#leader && this.#o.clock.monotonic() < this.#deadline;
+  }
+
+  epoch(): number {
+    return this.#epoch;
+  }
+
+  fence(): Fence | undefined {
+    return { holder: this.#o.serverId, epoch: this.#epoch };
+  }
+
+  leaderId(): string | undefined {
+    return this.isLeader() ? this.#o.serverId : this.#leaderId;
+  }
+
+  onChange(listener: LeadershipListener): void {
+    this.#listeners.push(listener);
+  }
+
+  async start(): Promise<void> {
+    this.#running = true;
+    await this.#renew();
+    this.#schedule();
+  }
+
+  #schedule(): void {
+    if (!this.#running) return;
+    this.#renewTimer = setTimeout(() => {
+      this.#tick = this.#renew().finally(() => this.#schedule());
+    }, this.#o.renewIntervalMs);
+    this.#renewTimer.unref();
+  }
+
+  async #renew(): Promise<void> {
+    const { store, serverId, clock, leaseTtlMs, logger } = this.#o;
+    const startedAt = clock.monotonic();
+    try {
+      const epoch = await store.acquire(serverId, leaseTtlMs);
+      if (!this.#running) return;
+      if (epoch === undefined) {
+        this.#set(false, 'another node holds the lease');
+        this.#leaderId = (await store.currentLease())?.holder;
+      } else {
+        this.#leaderId = serverId;
+        // Believe the lease until its TTL from when we asked, less a margin for clock rate drift.
+        this.#deadline = startedAt + leaseTtlMs - Math.min(1000, leaseTtlMs / 10);
+        this.#epoch = epoch;
+        this.#set(true, 'lease acquired');
+        this.#armExpiry();
+      }
+    } catch (err) {
+      logger.warn({ err: (err as Error).message }, 'leader lease renewal failed');
+      if (!this.isLeader()) this.#set(false, 'lease could not be renewed');
+    }
+    try {
+      await this.#o.onTick?.(this.isLeader());
+    } catch (err) {
+      logger.warn({ err: (err as Error).message }, 'node heartbeat failed');
+    }
+  }
+
+  /** Steps down exactly when the believed lease runs out, even if a renewal is still hanging. */
+  #armExpiry(): void {
+    if (this.#expiryTimer) clearTimeout(this.#expiryTimer);
+    const wait = Math.max(0, this.#deadline - this.#o.clock.monotonic());
+    this.#expiryTimer = setTimeout(() => {
+      if (this.#leader && this.#o.clock.monotonic() >= this.#deadline)
+        this.#set(false, 'lease expired before renewal');
+    }, wait);
+    this.#expiryTimer.unref();
+  }
+
+  #set(leader: boolean, why: string): void {
+    if (leader === this.#leader) return;
+    this.#leader = leader;
+    this.#o.logger[leader ? 'info' : 'warn'](
+      { epoch: this.#epoch, reason: why },
+      leader ? 'became leader' : 'stepped down',
+    );
+    for (const l of this.#listeners) l(leader, this.#epoch);
+  }
+
+  /** Stops renewing and, when leader, releases the lease so another node takes over at once. */
+  async stop(): Promise<void> {
+    this.#running = false;
+    if (this.#renewTimer) clearTimeout(this.#renewTimer);
+    if (this.#expiryTimer) clearTimeout(this.#expiryTimer);
+    await this.#tick.catch(() => {});
+    const wasLeader = this.isLeader();
+    const fence = { holder: this.#o.serverId, epoch: this.#epoch };
+    this.#set(false, 'node stopping');
+    if (wasLeader) {
+      try {
+        await this.#o.store.release(fence);
+      } catch (err) {
+        this.#o.logger.warn(
+          { err: (err as Error).message },
+          'releasing the leader lease failed; it will expire',
+        );
+      }
+    }
+  }
+}

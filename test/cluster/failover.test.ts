@@ -1,0 +1,153 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { test } from 'node:test';
+import { openPostgres } from '../../src/storage/index.ts';
+import { systemClock } from '../../src/time/index.ts';
+import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
+
+/**
+ * Three real node processes on one PostgreSQL, the leader killed with SIGKILL every 10 s for 60 s
+ * (SLUICE_FAILOVER_SECONDS shortens it locally), a leader task ticking every second. Checked from
+ * the run journal the task writes with its epoch: no two runs overlap, no epoch serves two nodes,
+ * and a new leader is in place within lease_ttl_ms + renew_interval_ms of each kill.
+ */
+const SECONDS = Number(process.env.SLUICE_FAILOVER_SECONDS ?? 60);
+const KILL_EVERY_MS = 10_000;
+const TTL = 3000;
+const RENEW = 1000;
+const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
+const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+test('leader SIGKILLed every 10 s: prompt re-election, no overlapping leader runs, no reused epoch', {
+  skip,
+  timeout: (SECONDS + 60) * 1000,
+}, async (t) => {
+  // The leader task probes this server, which answers after 300 ms, so runs have a real duration.
+  const upstream = createServer((_req, res) => setTimeout(() => res.writeHead(200).end('ok'), 300));
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', () => r()));
+  const probeUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/beat`;
+  const schema = testSchema();
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-failover-'));
+  writeFileSync(
+    join(dir, 'config.test.yml'),
+    [
+      'app:',
+      '  server:',
+      '    port: 0',
+      '    shutdown_timeout_ms: 2000',
+      'storage:',
+      '  driver: postgres',
+      '  postgres:',
+      `    url: ${PG_URL}`,
+      `    schema: ${schema}`,
+      '    pool_max: 3',
+      'cluster:',
+      '  leader_election: postgres',
+      `  lease_ttl_ms: ${TTL}`,
+      `  renew_interval_ms: ${RENEW}`,
+      'observability:',
+      '  logging:',
+      '    level: warn',
+      'cron:',
+      '  tasks:',
+      '    beat:',
+      '      kind: http.probe',
+      "      schedule: '* * * * * *'",
+      '      execution_scope: leader',
+      `      url: ${probeUrl}`,
+      '      timeout_ms: 5000',
+      '',
+    ].join('\n'),
+  );
+  const store = openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock });
+  await store.migrate();
+
+  const nodes = new Map<string, ChildProcess>();
+  const start = async (id: string) => {
+    const child = spawn(process.execPath, [CLI, 'start', '--config-dir', dir, '--mode', 'test'], {
+      cwd: dir,
+      env: { PATH: process.env.PATH, APP__APP__SERVER__ID: id },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    nodes.set(id, child);
+    await new Promise<void>((res, rej) => {
+      let out = '';
+      const timer = setTimeout(() => rej(new Error(`${id} did not start: ${out}`)), 15_000);
+      child.stdout!.on('data', (d) => {
+        out += d;
+        if (out.includes('listening on')) {
+          clearTimeout(timer);
+          res();
+        }
+      });
+    });
+  };
+  const leader = async () => (await store.cluster.currentLease())?.holder;
+
+  const failovers: number[] = [];
+  try {
+    await Promise.all(['n1', 'n2', 'n3'].map(start));
+    const began = Date.now();
+    const kills = Math.floor((SECONDS * 1000 - 1) / KILL_EVERY_MS);
+    for (let k = 1; k <= kills; k++) {
+      await sleep(Math.max(0, began + k * KILL_EVERY_MS - Date.now()));
+      const victim = await leader();
+      assert.ok(victim, 'someone leads before the kill');
+      nodes.get(victim)!.kill('SIGKILL');
+      const killedAt = performance.now();
+      let next: string | undefined;
+      while (next === undefined || next === victim) {
+        await sleep(25);
+        next = await leader();
+        assert.ok(performance.now() - killedAt < TTL + RENEW + 5000, 'a new leader must appear');
+      }
+      failovers.push(performance.now() - killedAt);
+      await start(victim); // back to three nodes
+    }
+    await sleep(Math.max(0, began + SECONDS * 1000 - Date.now()));
+  } finally {
+    for (const child of nodes.values()) child.kill('SIGTERM');
+    await sleep(1500);
+    for (const child of nodes.values()) child.kill('SIGKILL');
+  }
+
+  try {
+    assert.equal(failovers.length, Math.floor((SECONDS * 1000 - 1) / KILL_EVERY_MS), 'kills made');
+    t.diagnostic(`re-election after SIGKILL, ms: ${failovers.map((ms) => ms.toFixed(0)).join(', ')}`);
+    for (const ms of failovers)
+      assert.ok(ms <= TTL + RENEW + 250, `re-election took ${ms.toFixed(0)} ms (limit ${TTL + RENEW})`);
+
+    const runs = await store.cluster.runs('beat', 100_000);
+    t.diagnostic(`leader task runs: ${runs.length}, epochs: ${new Set(runs.map((r) => r.epoch)).size}`);
+    assert.ok(runs.length >= SECONDS / 2, `leader task ran ${runs.length} times`);
+    const holders = new Map<number, Set<string>>();
+    for (const r of runs) holders.set(r.epoch, (holders.get(r.epoch) ?? new Set()).add(r.server_id));
+    for (const [epoch, ids] of holders)
+      assert.equal(ids.size, 1, `epoch ${epoch} was used by ${[...ids].join(', ')}`);
+    for (let i = 1; i < runs.length; i++) {
+      const prev = runs[i - 1]!;
+      const next = runs[i]!;
+      assert.ok(next.epoch >= prev.epoch, 'epochs never go back');
+      if (prev.finished_at !== null) {
+        assert.ok(
+          next.started_at >= prev.finished_at,
+          `run ${next.run_id} started before ${prev.run_id} finished`,
+        );
+      } else {
+        // A run cut short by SIGKILL has no end; only a new leadership may start the next run.
+        assert.ok(next.epoch > prev.epoch, `run ${next.run_id} overlaps the killed run ${prev.run_id}`);
+      }
+    }
+  } finally {
+    await store.close();
+    await dropSchema(schema);
+    rmSync(dir, { recursive: true, force: true });
+    await new Promise<void>((r) => upstream.close(() => r()));
+  }
+});

@@ -1,0 +1,142 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { PostgresElection } from '../../src/cluster/index.ts';
+import { openPostgres, type Storage } from '../../src/storage/index.ts';
+import { createLogger } from '../../src/telemetry/index.ts';
+import { systemClock } from '../../src/time/index.ts';
+import { LogCapture } from '../helpers/node.ts';
+import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
+import { TcpProxy } from '../helpers/tcp-proxy.ts';
+
+const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+): Promise<number> {
+  const t0 = performance.now();
+  while (performance.now() - t0 < timeoutMs) {
+    if (await check()) return performance.now() - t0;
+    await sleep(10);
+  }
+  assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+describe('leader election on PostgreSQL', { skip }, () => {
+  const schema = testSchema();
+  const stores: Storage[] = [];
+  const open = (url = PG_URL) => {
+    const s = openPostgres({ url, poolMax: 2, schema, clock: systemClock });
+    stores.push(s);
+    return s;
+  };
+  const elect = (store: Storage, id: string, ttl = 600, renew = 100) =>
+    new PostgresElection({
+      store: store.cluster,
+      serverId: id,
+      clock: systemClock,
+      logger: createLogger({ level: 'warn', name: 'sluice', serverId: id, destination: new LogCapture() }),
+      leaseTtlMs: ttl,
+      renewIntervalMs: renew,
+    });
+  before(async () => {
+    await open().migrate();
+  });
+  after(async () => {
+    for (const s of stores) await s.close().catch(() => {});
+    await dropSchema(schema);
+  });
+
+  test('one leader among several; a graceful stop hands over at once with a new epoch', async () => {
+    const [a, b, c] = [elect(open(), 'a', 5000), elect(open(), 'b', 5000), elect(open(), 'c', 5000)];
+    await Promise.all([a.start(), b.start(), c.start()]);
+    const leaders = [a, b, c].filter((e) => e.isLeader());
+    assert.equal(leaders.length, 1);
+    const first = leaders[0]!;
+    const epoch = first.epoch();
+    const leaderName = first === a ? 'a' : first === b ? 'b' : 'c';
+    for (const e of [a, b, c]) assert.equal(e.leaderId(), leaderName, 'every node knows who leads');
+    await first.stop();
+    // The lease TTL is 5 s: a takeover well before that can only come from the release.
+    const took = await until('a new leader', () => [a, b, c].some((e) => e !== first && e.isLeader()), 2000);
+    assert.ok(took < 2000);
+    const next = [a, b, c].find((e) => e !== first && e.isLeader())!;
+    assert.ok(next.epoch() > epoch, 'the epoch grows when leadership changes hands');
+    for (const e of [a, b, c]) await e.stop();
+  });
+
+  test('a stale epoch is fenced: its writes are refused once the lease moved on', async () => {
+    const store = open();
+    const a = elect(store, 'fa', 300, 50);
+    await a.start();
+    assert.equal(a.isLeader(), true);
+    const staleFence = a.fence()!;
+    assert.equal(
+      await store.cluster.startRun(
+        { run_id: 'r-ok', task: 't', server_id: 'fa', epoch: staleFence.epoch },
+        staleFence,
+      ),
+      true,
+    );
+    // a "pauses": stops renewing without releasing; b takes over after the TTL.
+    const paused = a as unknown as { stop(): Promise<void> };
+    await paused.stop();
+    const b = elect(open(), 'fb', 300, 50);
+    await b.start();
+    await until('b to lead', () => b.isLeader(), 2000);
+    assert.ok(b.epoch() > staleFence.epoch);
+    assert.equal(
+      await store.cluster.startRun(
+        { run_id: 'r-stale', task: 't', server_id: 'fa', epoch: staleFence.epoch },
+        staleFence,
+      ),
+      false,
+    );
+    assert.equal(
+      await store.cluster.finishRun('r-ok', null, staleFence),
+      false,
+      'finishing under a lost lease is refused too',
+    );
+    assert.equal(
+      await store.cluster.startRun(
+        { run_id: 'r-new', task: 't', server_id: 'fb', epoch: b.epoch() },
+        b.fence(),
+      ),
+      true,
+    );
+    await b.stop();
+  });
+
+  test('a leader that cannot reach the database steps down before its lease could pass to another', async () => {
+    const pgUrl = new URL(PG_URL);
+    const proxy = new TcpProxy(pgUrl.hostname, Number(pgUrl.port || 5432));
+    await proxy.start();
+    const via = new URL(PG_URL);
+    via.port = String(proxy.port);
+    const ttl = 800;
+    const a = elect(open(via.toString()), 'cut', ttl, 100);
+    const b = elect(open(), 'other', ttl, 100);
+    await a.start();
+    assert.equal(a.isLeader(), true);
+    await b.start();
+    assert.equal(b.isLeader(), false);
+    let steppedDownAt = 0;
+    a.onChange((leader) => {
+      if (!leader) steppedDownAt = performance.now();
+    });
+    let tookOverAt = 0;
+    b.onChange((leader) => {
+      if (leader) tookOverAt = performance.now();
+    });
+    await proxy.down();
+    await until('a to step down', () => !a.isLeader(), ttl + 500);
+    await until('b to take over', () => b.isLeader(), ttl + 1000);
+    assert.ok(steppedDownAt > 0 && tookOverAt > 0);
+    assert.ok(steppedDownAt <= tookOverAt, 'no moment with two leaders');
+    await a.stop();
+    await b.stop();
+    await proxy.down();
+  });
+});
