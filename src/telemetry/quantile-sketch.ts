@@ -1,21 +1,82 @@
+import { endianness } from 'node:os';
+
 /**
  * A relative-error quantile sketch in the manner of DDSketch (Masson, Rim, Lee, VLDB 2019,
  * https://arxiv.org/abs/1908.10693): values fall into logarithmic buckets of ratio gamma, so any
- * quantile is answered within `relativeAccuracy` of the true value, whatever the distribution.
+ * quantile is answered within about `relativeAccuracy` of the true value, whatever the distribution.
  *
- * Memory is bounded: the dense store only spans the buckets between the smallest and the largest
+ * The bucket of a value is found without `Math.log` (~40 ns here): the float's exponent bits give
+ * the integer part of log2, a 4,096-entry table of the top mantissa bits the fraction (as DDSketch's
+ * fast mappings do). The table's quantisation adds at most 0.02 % to the error bound, which stays
+ * under 0.8 % at the default accuracy; the contract allows 1 %.
+ *
+ * Memory is bounded: the dense store spans only the buckets between the smallest and the largest
  * value seen, and values are clamped to [MIN_VALUE, MAX_VALUE] (1 ns to ~11.5 days in ms), so at
- * most ~1,900 buckets at the default accuracy, typically a few hundred.
+ * most ~2,300 buckets, typically a few hundred.
  */
 export const DEFAULT_RELATIVE_ACCURACY = 0.0075;
-const MIN_VALUE = 1e-6;
-const MAX_VALUE = 1e9;
+export const MIN_VALUE = 1e-6;
+export const MAX_VALUE = 1e9;
 const INITIAL_SPAN = 64;
+const MANTISSA_BITS = 12;
+const SLICES = 1 << MANTISSA_BITS;
+/** log2 error of reading only the top mantissa bits. */
+const QUANTISATION = Math.log2(1 + 1 / SLICES);
+
+const scratch = new Float64Array(1);
+const words = new Uint32Array(scratch.buffer);
+const HIGH = endianness() === 'LE' ? 1 : 0;
+
+/** Value ↔ bucket index for one gamma. Shared by every sketch of the same accuracy. */
+export class LogMapping {
+  readonly gamma: number;
+  /** Buckets per unit of log2. */
+  readonly perLog2: number;
+  readonly #fraction: Float64Array;
+
+  constructor(relativeAccuracy: number) {
+    if (!(relativeAccuracy > 0 && relativeAccuracy < 1))
+      throw new RangeError('relativeAccuracy must be in (0, 1)');
+    this.gamma = (1 + relativeAccuracy) / (1 - relativeAccuracy);
+    this.perLog2 = 1 / Math.log2(this.gamma);
+    this.#fraction = new Float64Array(SLICES);
+    for (let j = 0; j < SLICES; j++) this.#fraction[j] = Math.log2(1 + j / SLICES) * this.perLog2;
+  }
+
+  /** Bucket of a normal positive value: floor(log_gamma(v)), up to the table's quantisation. */
+  index(v: number): number {
+    scratch[0] = v;
+    const hi = words[HIGH]!;
+    return Math.floor(
+      (((hi >>> 20) & 0x7ff) - 1023) * this.perLog2 +
+        this.#fraction[(hi >>> (20 - MANTISSA_BITS)) & (SLICES - 1)]!,
+    );
+  }
+
+  /** A value no larger than any value of bucket `k`. */
+  lowerBound(k: number): number {
+    return 2 ** (k / this.perLog2 - QUANTISATION);
+  }
+
+  /** The value that best represents bucket `k`: the geometric middle of its possible range. */
+  representative(k: number): number {
+    return 2 ** ((k + 0.5) / this.perLog2 + QUANTISATION / 2);
+  }
+}
+
+const mappings = new Map<number, LogMapping>();
+export function mappingFor(relativeAccuracy: number): LogMapping {
+  let m = mappings.get(relativeAccuracy);
+  if (m === undefined) {
+    m = new LogMapping(relativeAccuracy);
+    mappings.set(relativeAccuracy, m);
+  }
+  return m;
+}
 
 export class QuantileSketch {
   readonly relativeAccuracy: number;
-  readonly #gamma: number;
-  readonly #invLnGamma: number;
+  readonly mapping: LogMapping;
   #counts = new Float64Array(0);
   #offset = 0;
   #zero = 0;
@@ -24,11 +85,8 @@ export class QuantileSketch {
   #max = Number.NEGATIVE_INFINITY;
 
   constructor(relativeAccuracy = DEFAULT_RELATIVE_ACCURACY) {
-    if (!(relativeAccuracy > 0 && relativeAccuracy < 1))
-      throw new RangeError('relativeAccuracy must be in (0, 1)');
     this.relativeAccuracy = relativeAccuracy;
-    this.#gamma = (1 + relativeAccuracy) / (1 - relativeAccuracy);
-    this.#invLnGamma = 1 / Math.log(this.#gamma);
+    this.mapping = mappingFor(relativeAccuracy);
   }
 
   get count(): number {
@@ -36,20 +94,25 @@ export class QuantileSketch {
   }
 
   add(value: number): void {
+    if (value > MIN_VALUE) this.addIndexed(value, this.mapping.index(value > MAX_VALUE ? MAX_VALUE : value));
+    else this.addIndexed(value, undefined);
+  }
+
+  /** Adds a value whose bucket the caller already computed (`undefined`: at or below MIN_VALUE). */
+  addIndexed(value: number, index: number | undefined): void {
     this.#count++;
     if (value < this.#min) this.#min = value;
     if (value > this.#max) this.#max = value;
-    if (!(value > MIN_VALUE)) {
+    if (index === undefined) {
       this.#zero++;
       return;
     }
-    const index = Math.ceil(Math.log(value > MAX_VALUE ? MAX_VALUE : value) * this.#invLnGamma);
     const slot = index - this.#offset;
     if (slot >= 0 && slot < this.#counts.length) this.#counts[slot]!++;
     else this.#grow(index);
   }
 
-  /** The value at quantile q (0..1); 0 when empty. */
+  /** The value at quantile q (0..1), rank q·(n−1); 0 when empty. */
   quantile(q: number): number {
     if (this.#count === 0) return 0;
     const rank = q * (this.#count - 1);
@@ -59,7 +122,7 @@ export class QuantileSketch {
     for (let i = 0; i < counts.length; i++) {
       seen += counts[i]!;
       if (seen > rank) {
-        const estimate = (2 * this.#gamma ** (i + this.#offset)) / (this.#gamma + 1);
+        const estimate = this.mapping.representative(i + this.#offset);
         return Math.min(Math.max(estimate, this.#min), this.#max);
       }
     }

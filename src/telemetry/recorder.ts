@@ -1,4 +1,11 @@
-import { QuantileSketch } from './quantile-sketch.ts';
+import {
+  DEFAULT_RELATIVE_ACCURACY,
+  type LogMapping,
+  MAX_VALUE,
+  MIN_VALUE,
+  mappingFor,
+  QuantileSketch,
+} from './quantile-sketch.ts';
 
 /** The seed's recorder entry: what the ACP shows per route and per list response. */
 export interface RecorderEntry {
@@ -9,6 +16,34 @@ export interface RecorderEntry {
 }
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
+
+/**
+ * For each sketch bucket, how many histogram bounds lie below every value it can hold: the
+ * histogram bucket of a value is then that hint plus at most a comparison or two, instead of a scan
+ * of all bounds. Built once per bounds array (recorders of a group share it).
+ */
+interface BucketHints {
+  first: number;
+  hints: Uint8Array;
+}
+const hintCache = new WeakMap<readonly number[], BucketHints>();
+function bucketHints(bounds: readonly number[], mapping: LogMapping): BucketHints {
+  let h = hintCache.get(bounds);
+  if (h === undefined) {
+    const first = mapping.index(MIN_VALUE) - 1;
+    const last = mapping.index(MAX_VALUE) + 1;
+    const hints = new Uint8Array(last - first + 1);
+    let b = 0;
+    for (let k = first; k <= last; k++) {
+      const low = mapping.lowerBound(k);
+      while (b < bounds.length && bounds[b]! < low) b++;
+      hints[k - first] = Math.min(b, 255);
+    }
+    h = { first, hints };
+    hintCache.set(bounds, h);
+  }
+  return h;
+}
 
 /**
  * Latency and error statistics for one thing measured (a route, a query kind, a task).
@@ -24,13 +59,20 @@ export class Recorder {
   readonly bounds: readonly number[];
   /** Per-bucket (non-cumulative) counts; the last slot is +Inf. */
   readonly buckets: Float64Array;
-  readonly sketch = new QuantileSketch();
+  readonly sketch = new QuantileSketch(DEFAULT_RELATIVE_ACCURACY);
   /** Pre-escaped exposition label set for this recorder, e.g. `route="/go/:slug"`. */
   labels = '';
+  readonly #mapping: LogMapping;
+  readonly #hints: Uint8Array;
+  readonly #firstHint: number;
 
   constructor(bounds: readonly number[]) {
     this.bounds = bounds;
     this.buckets = new Float64Array(bounds.length + 1);
+    this.#mapping = mappingFor(DEFAULT_RELATIVE_ACCURACY);
+    const h = bucketHints(bounds, this.#mapping);
+    this.#hints = h.hints;
+    this.#firstHint = h.first;
   }
 
   record(durationMs: number, isError: boolean): void {
@@ -38,11 +80,18 @@ export class Recorder {
     this.count++;
     this.sum += ms;
     if (isError) this.errors++;
-    this.sketch.add(ms);
     const bounds = this.bounds;
-    let i = 0;
-    while (i < bounds.length && ms > bounds[i]!) i++;
-    this.buckets[i]!++;
+    let b = 0;
+    if (ms > MIN_VALUE) {
+      const k = this.#mapping.index(ms > MAX_VALUE ? MAX_VALUE : ms);
+      this.sketch.addIndexed(ms, k);
+      b = this.#hints[k - this.#firstHint]!;
+    } else {
+      this.sketch.addIndexed(ms, undefined);
+    }
+    // `le` is inclusive: a value equal to a bound belongs to that bound's bucket.
+    while (b < bounds.length && ms > bounds[b]!) b++;
+    this.buckets[b]!++;
   }
 
   quantile(q: number): number {

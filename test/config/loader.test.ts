@@ -1,0 +1,185 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { ConfigError, loadConfig, REDACTED, redactConfig } from '../../src/config/index.ts';
+
+const dirs: string[] = [];
+after(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+function configDir(files: Record<string, string>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-cfg-'));
+  dirs.push(dir);
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+  return dir;
+}
+const load = (files: Record<string, string>, env: NodeJS.ProcessEnv = {}, mode = 'm') =>
+  loadConfig({ configDir: configDir(files), mode, env });
+
+describe('configuration loader', () => {
+  test('defaults come from the schema (the contract §2 values)', () => {
+    const { config } = load({ 'config.m.yml': '' });
+    assert.equal(config.app.name, 'sluice');
+    assert.equal(config.app.server.port, 8080);
+    assert.equal(config.app.server.country_header, 'cf-ipcountry');
+    assert.deepEqual(config.app.server.trusted_proxies, ['127.0.0.1/32', '::1/128']);
+    assert.equal(config.storage.driver, 'sqlite');
+    assert.equal(config.cluster.lease_ttl_ms, 10_000);
+    assert.equal(config.cache.max_entries, 10_000);
+    assert.equal(config.observability.metrics.prometheus_enabled, false);
+    assert.equal(config.observability.metrics.prefix, 'sluice');
+    assert.deepEqual(
+      config.observability.metrics.http_buckets_ms,
+      [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000],
+    );
+    assert.deepEqual(Object.keys(config.cron.tasks).sort(), ['cache_reload', 'stats_flush', 'targets_check']);
+    assert.equal(config.cron.tasks.stats_flush?.enabled, true);
+  });
+
+  test('the mode file merges over the base: mappings key by key, lists replace', () => {
+    const { config, files } = load({
+      'config.yml':
+        'app:\n  name: base\n  server:\n    port: 1000\n    trusted_proxies: [10.0.0.0/8, 192.168.0.0/16]\n',
+      'config.m.yml': 'app:\n  server:\n    port: 2000\n    trusted_proxies: [172.16.0.0/12]\n',
+    });
+    assert.equal(config.app.name, 'base');
+    assert.equal(config.app.server.port, 2000);
+    assert.deepEqual(config.app.server.trusted_proxies, ['172.16.0.0/12']);
+    assert.equal(files.length, 2);
+  });
+
+  test('APP__A__B overrides are YAML scalars and win over files; APP_VERSION and APP_COMMIT fill in', () => {
+    const { config } = load(
+      { 'config.m.yml': 'app:\n  server:\n    port: 2000\n' },
+      {
+        APP__APP__SERVER__PORT: '3000',
+        APP__OBSERVABILITY__METRICS__PROMETHEUS_ENABLED: 'true',
+        APP__OBSERVABILITY__METRICS__HTTP_BUCKETS_MS: '[1, 2, 3]',
+        APP__CRON__TASKS__STATS_FLUSH__ENABLED: 'false',
+        APP_VERSION: '9.9.9',
+        APP_COMMIT: 'feed',
+      },
+    );
+    assert.equal(config.app.server.port, 3000);
+    assert.equal(config.observability.metrics.prometheus_enabled, true);
+    assert.deepEqual(config.observability.metrics.http_buckets_ms, [1, 2, 3]);
+    assert.equal(config.cron.tasks.stats_flush?.enabled, false);
+    assert.equal(config.app.version, '9.9.9');
+    assert.equal(config.app.commit, 'feed');
+  });
+
+  const refused: [string, Record<string, string>, NodeJS.ProcessEnv, RegExp][] = [
+    [
+      'an unknown key',
+      { 'config.m.yml': 'cache:\n  size: 1\n' },
+      {},
+      /^config: cache\.size in .*config\.m\.yml: unknown key/,
+    ],
+    [
+      'a wrong type',
+      { 'config.m.yml': 'cache:\n  ttl_ms: soon\n' },
+      {},
+      /cache\.ttl_ms .*expected an integer/,
+    ],
+    [
+      'an out-of-range port',
+      { 'config.m.yml': 'app:\n  server:\n    port: 70000\n' },
+      {},
+      /from 0 to 65535, got 70000/,
+    ],
+    [
+      'non-increasing buckets',
+      { 'config.m.yml': 'observability:\n  metrics:\n    task_buckets_ms: [5, 5]\n' },
+      {},
+      /strictly increasing/,
+    ],
+    [
+      'a bad CIDR',
+      { 'config.m.yml': 'app:\n  server:\n    trusted_proxies: [10.0.0.0/33]\n' },
+      {},
+      /trusted_proxies\.0 .*CIDR/,
+    ],
+    [
+      'renew ≥ ttl',
+      { 'config.m.yml': 'cluster:\n  renew_interval_ms: 10000\n' },
+      {},
+      /renew_interval_ms .*less than cluster\.lease_ttl_ms/,
+    ],
+    [
+      'postgres without url',
+      { 'config.m.yml': 'storage:\n  driver: postgres\n' },
+      {},
+      /storage\.postgres\.url .*required/,
+    ],
+    [
+      'postgres election on sqlite',
+      { 'config.m.yml': 'cluster:\n  leader_election: postgres\n' },
+      {},
+      /cluster\.leader_election .*storage\.driver postgres/,
+    ],
+    ['invalid YAML', { 'config.m.yml': 'a: [\n' }, {}, /invalid YAML/],
+    ['a list at the top', { 'config.m.yml': '- 1\n' }, {}, /mapping at the top level/],
+    ['a __proto__ key', { 'config.m.yml': '__proto__:\n  polluted: 1\n' }, {}, /reserved key name/],
+    [
+      'a bad schedule',
+      { 'config.m.yml': "cron:\n  tasks:\n    t:\n      kind: cache.reload\n      schedule: '* * *'\n" },
+      {},
+      /cron\.tasks\.t\.schedule .*5 fields/,
+    ],
+    [
+      'a probe without url',
+      {
+        'config.m.yml':
+          "cron:\n  tasks:\n    p:\n      kind: http.probe\n      schedule: '* * * * *'\n      execution_scope: all\n",
+      },
+      {},
+      /cron\.tasks\.p\.url .*required/,
+    ],
+    [
+      'a bad env value',
+      { 'config.m.yml': '' },
+      { APP__CACHE__TTL_MS: 'x' },
+      /in environment variable APP__CACHE__TTL_MS/,
+    ],
+  ];
+  for (const [what, files, env, message] of refused) {
+    test(`refuses ${what} with exit code 78 and a message naming it`, () => {
+      assert.throws(
+        () => load(files, env),
+        (e: unknown) =>
+          e instanceof ConfigError &&
+          e.exitCode === 78 &&
+          message.test(e.message) &&
+          !e.message.includes('\n'),
+      );
+    });
+  }
+  test('refuses a missing mode file', () => {
+    assert.throws(() => load({ 'config.yml': '' }), /config\.m\.yml: the file does not exist/);
+  });
+  assert.equal(({} as Record<string, unknown>).polluted, undefined);
+});
+
+describe('redaction of the shown configuration', () => {
+  test('secrets become [redacted]; other values and the original stay as they are', () => {
+    const { config } = load({
+      'config.m.yml': [
+        'storage:\n  postgres:\n    url: postgres://u:pw@h/db',
+        `acp:\n  operators:\n    - { name: a, role: admin, token_sha256: ${'c'.repeat(64)} }`,
+        `observability:\n  metrics:\n    auth_token_sha256: ${'d'.repeat(64)}`,
+        "cron:\n  tasks:\n    p:\n      kind: http.probe\n      schedule: '* * * * *'\n      execution_scope: all\n      url: http://x/\n      headers: { authorization: Bearer zzz }",
+        '',
+      ].join('\n'),
+    });
+    const shown = redactConfig(config);
+    assert.equal(shown.storage.postgres.url, REDACTED);
+    assert.equal(shown.acp.operators[0]?.token_sha256, REDACTED);
+    assert.equal(shown.acp.operators[0]?.name, 'a');
+    assert.equal(shown.observability.metrics.auth_token_sha256, REDACTED);
+    assert.deepEqual(shown.cron.tasks.p?.headers, { authorization: REDACTED });
+    assert.equal(shown.cron.tasks.p?.url, 'http://x/');
+    assert.equal(config.storage.postgres.url, 'postgres://u:pw@h/db');
+  });
+});
