@@ -10,7 +10,7 @@ import {
   redactHeaders,
   truncate,
 } from './capture.ts';
-import { instrumentInterceptor } from './instrument.ts';
+import { RequestTracker, TrackedDispatcher } from './instrument.ts';
 
 export interface HttpClientOptions {
   telemetry: Telemetry;
@@ -75,35 +75,39 @@ export class HttpCallError extends Error {
   }
 }
 
+const EMPTY: Record<string, string> = Object.freeze({}) as Record<string, string>;
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 const RETRY_STATUS = new Set([408, 429, 500, 502, 503, 504]);
 const MAX_READ = 10 * 1024 * 1024;
 const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT']);
 
 /**
- * The one outgoing HTTP client of Sluice: a keep-alive undici Agent with the instrumentation
- * interceptor at its base, a retry loop above it (exponential backoff with equal jitter,
+ * The one outgoing HTTP client of Sluice: a keep-alive undici Agent instrumented at its base (every
+ * request it sends is counted, see RequestTracker), a retry loop above it (exponential backoff with equal jitter,
  * `Retry-After` honoured, idempotent methods only unless told), per-attempt and overall timeouts,
  * and call capture for operators (one debug line per attempt, one warn line per failed attempt, the
  * last failures kept per client) with secrets masked.
  */
 export class HttpClient {
-  readonly #agent: Agent;
-  readonly #dispatcher: Dispatcher;
+  readonly #dispatcher: TrackedDispatcher;
   readonly #o: HttpClientOptions;
   readonly #secretParams: ReadonlySet<string>;
   readonly #secretHeaders: ReadonlySet<string>;
   readonly #random: () => number;
   readonly failures: RecentFailures;
+  readonly #targets = new Map<string, { origin: string; path: string }>();
 
   constructor(opts: HttpClientOptions) {
     this.#o = opts;
-    this.#agent = new Agent({
+    const agent = new Agent({
       keepAliveTimeout: 10_000,
       connections: 64,
       connect: { timeout: opts.timeoutMs },
     });
-    this.#dispatcher = this.#agent.compose(instrumentInterceptor(opts.telemetry.http.recorder, opts.clock));
+    this.#dispatcher = new TrackedDispatcher(
+      agent,
+      new RequestTracker(opts.telemetry.http.recorder, opts.clock),
+    );
     this.#secretParams = new Set(opts.secretQueryParams.map((p) => p.toLowerCase()));
     this.#secretHeaders = new Set(
       [...ALWAYS_REDACTED_HEADERS, ...opts.redactHeaders].map((h) => h.toLowerCase()),
@@ -118,17 +122,15 @@ export class HttpClient {
   }
 
   async close(): Promise<void> {
-    await this.#agent.close();
+    await this.#dispatcher.close();
   }
 
   async request(call: CallOptions): Promise<CallResult> {
     const o = this.#o;
     const method = (call.method ?? 'GET').toUpperCase();
     const ctx = currentContext();
-    const url = new URL(call.url);
-    const origin = url.origin;
-    const path = `${url.pathname}${url.search}`;
-    let headers = call.headers ?? {};
+    const { origin, path } = this.#target(call.url);
+    let headers = call.headers ?? EMPTY;
     const requestId = ctx?.request_id ?? ctx?.run_id;
     if (
       (call.propagateRequestId ?? o.propagateRequestId) &&
@@ -164,8 +166,8 @@ export class HttpClient {
           origin,
           path,
           method: method as Dispatcher.HttpMethod,
-          headers,
-          body: call.body ?? null,
+          ...(headers === EMPTY ? {} : { headers }),
+          ...(call.body === undefined ? {} : { body: call.body }),
           headersTimeout: limit,
           bodyTimeout: limit,
           ...(call.signal ? { signal: call.signal } : {}),
@@ -224,6 +226,18 @@ export class HttpClient {
         error,
       );
     }
+  }
+
+  /** Origin and path of a URL; parsed once per distinct URL (probes and checks repeat theirs). */
+  #target(url: string): { origin: string; path: string } {
+    let t = this.#targets.get(url);
+    if (t === undefined) {
+      const u = new URL(url);
+      t = { origin: u.origin, path: `${u.pathname}${u.search}` };
+      if (this.#targets.size >= 1000) this.#targets.delete(this.#targets.keys().next().value!);
+      this.#targets.set(url, t);
+    }
+    return t;
   }
 
   #capture(

@@ -15,4 +15,4 @@ export {
   type HttpClientOptions,
   parseRetryAfter,
 } from './http-client.ts';
-export { instrumentInterceptor } from './instrument.ts';
+export { RequestTracker, TrackedDispatcher } from './instrument.ts';

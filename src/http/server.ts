@@ -24,6 +24,11 @@ export interface ServerDeps {
   logger: Logger;
   telemetry: Telemetry;
   serverId: string;
+  /**
+   * Per-route recording (default true). Off only for the benchmark that measures what recording
+   * costs; the tracing headers stay either way (they are the contract).
+   */
+  instrument?: boolean;
 }
 
 /**
@@ -74,6 +79,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
       for (const m of [route.method].flat()) methods.add(m);
       staticRoutes.set(path, methods);
     }
+    if (deps.instrument === false) return;
     const recorder = telemetry.controllers.get(path);
     const record: onResponseHookHandler = (_request, reply, done) => {
       recorder.record(reply.elapsedTime, reply.statusCode >= 400);

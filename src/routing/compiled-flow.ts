@@ -32,13 +32,35 @@ export interface CompiledFlow {
 }
 
 const MACRO_RE = new RegExp(`\\{(${MACROS.join('|')})\\}`, 'g');
+/** One shared part object per macro: a cache of 100k streams should not hold 100k copies. */
+const MACRO_PARTS = Object.fromEntries(MACROS.map((m) => [m, Object.freeze({ macro: m })])) as Record<
+  Macro,
+  { macro: Macro }
+>;
+
+/**
+ * Country sets interned by content: flows tend to repeat the same lists, and a Set costs a few
+ * hundred bytes. Bounded, so a store of all-different lists cannot grow it without end.
+ */
+const INTERN_MAX = 50_000;
+const countrySets = new Map<string, ReadonlySet<string>>();
+function countrySet(list: readonly string[] | undefined): ReadonlySet<string> | undefined {
+  if (!list?.length) return undefined;
+  const key = [...list].sort().join(',');
+  let set = countrySets.get(key);
+  if (set === undefined) {
+    set = new Set(list);
+    if (countrySets.size < INTERN_MAX) countrySets.set(key, set);
+  }
+  return set;
+}
 
 function splitTarget(url: string): (string | { macro: Macro })[] {
   const parts: (string | { macro: Macro })[] = [];
   let last = 0;
   for (const m of url.matchAll(MACRO_RE)) {
     if (m.index > last) parts.push(url.slice(last, m.index));
-    parts.push({ macro: m[1] as Macro });
+    parts.push(MACRO_PARTS[m[1] as Macro]);
     last = m.index + m[0].length;
   }
   if (last < url.length) parts.push(url.slice(last));
@@ -53,8 +75,8 @@ export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]):
     id: s.id,
     weight: s.weight,
     redirectCode: s.redirect_code,
-    include: s.filters.countries_include?.length ? new Set(s.filters.countries_include) : undefined,
-    exclude: s.filters.countries_exclude?.length ? new Set(s.filters.countries_exclude) : undefined,
+    include: countrySet(s.filters.countries_include),
+    exclude: countrySet(s.filters.countries_exclude),
     target: splitTarget(s.target_url),
   });
   return {

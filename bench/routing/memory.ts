@@ -1,0 +1,75 @@
+/**
+ * Memory of the routing cache: 10,000 flows × 10 streams compiled and cached.
+ *
+ *   node --expose-gc bench/routing/memory.ts
+ */
+import { compileFlow, RoutingCache } from '../../src/routing/index.ts';
+import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
+
+const FLOWS = 10_000;
+const STREAMS = 10;
+const gc = (globalThis as { gc?: () => void }).gc;
+const settle = () => {
+  gc?.();
+  gc?.();
+  return process.memoryUsage();
+};
+
+const flowOf = (i: number): FlowRecord => ({
+  id: `flow-${i}-${'x'.repeat(24)}`,
+  slug: `flow-${i}`,
+  name: `Flow ${i}`,
+  status: 'active',
+  rotation: i % 2 ? 'weight' : 'position',
+  clicks: 0,
+  no_match: 0,
+  last_click_at: null,
+  version: 1,
+  created_at: '2026-01-01T00:00:00.000Z',
+  updated_at: '2026-01-01T00:00:00.000Z',
+});
+const streamsOf = (i: number): StreamRecord[] =>
+  Array.from({ length: STREAMS }, (_, j) => ({
+    id: `stream-${i}-${j}-${'y'.repeat(20)}`,
+    flow_id: `flow-${i}`,
+    name: `s${j}`,
+    type: j === 0 ? 'forced' : j === STREAMS - 1 ? 'default' : 'regular',
+    position: j,
+    weight: 100,
+    status: 'active',
+    filters:
+      j % 3 === 0
+        ? { countries_include: ['DE', 'FR', 'IT', 'ES', 'NL'] }
+        : j % 3 === 1
+          ? { countries_exclude: ['US'] }
+          : {},
+    target_url: `https://target-${j}.example.com/landing/${i}?c={country}&s={stream}&r={request_id}`,
+    redirect_code: 302,
+    hits: 0,
+    last_hit_at: null,
+    target_status: null,
+    target_checked_at: null,
+    target_error: null,
+    version: 1,
+    created_at: '2026-01-01T00:00:00.000Z',
+    updated_at: '2026-01-01T00:00:00.000Z',
+  }));
+
+const before = settle();
+const cache = new RoutingCache({
+  maxEntries: FLOWS,
+  ttlMs: 3_600_000,
+  load: async (slug) => {
+    const i = Number(slug.slice(5));
+    return compileFlow(flowOf(i), streamsOf(i));
+  },
+});
+for (let i = 0; i < FLOWS; i++) await cache.load(`flow-${i}`);
+const after = settle();
+const mb = (b: number) => (b / 1024 / 1024).toFixed(1);
+console.log(
+  `routing cache, ${FLOWS} flows × ${STREAMS} streams (entries: ${cache.section().entries})${gc ? '' : ' — run with --expose-gc for settled figures'}`,
+);
+console.log(
+  `  RSS ${mb(after.rss)} MB total (+${mb(after.rss - before.rss)} MB from ${mb(before.rss)} MB), heap used +${mb(after.heapUsed - before.heapUsed)} MB, heap total ${mb(after.heapTotal)} MB; target ≤ 200 MB RSS`,
+);
