@@ -2,15 +2,16 @@
  * What full per-route telemetry costs a served route: the same route with recording on and off,
  * alternated over rounds in one run (autocannon on loopback, server in its own process).
  *
- *   node bench/http/telemetry-overhead.bench.ts [--rounds 5] [--seconds 4] [--connections 50]
+ *   node bench/http/telemetry-overhead.bench.ts [--rounds 9] [--seconds 3] [--connections 50]
  */
 import { parseArgs } from 'node:util';
 import { compare, report } from './load.ts';
 
 const { values } = parseArgs({
   options: {
-    rounds: { type: 'string', default: '5' },
-    seconds: { type: 'string', default: '4' },
+    // Nine short rounds: on two shared cores, five rounds left the median a few percent adrift.
+    rounds: { type: 'string', default: '9' },
+    seconds: { type: 'string', default: '3' },
     connections: { type: 'string', default: '50' },
   },
 });
