@@ -9,15 +9,20 @@ export interface MacroValues {
   request_id: string;
 }
 
-/** A stream ready for the hot path: filters as sets, target URL pre-split around its macros. */
+/** A stream ready for the hot path: filters as sets, the target URL with its macro positions. */
 export interface RoutableStream {
   id: string;
   weight: number;
   redirectCode: number;
   include: ReadonlySet<string> | undefined;
   exclude: ReadonlySet<string> | undefined;
-  /** Literal pieces and macro names, alternating; literal-only URLs are one piece. */
-  target: readonly (string | { macro: Macro })[];
+  /** The target URL as stored. */
+  target: string;
+  /**
+   * Where its macros are: [start, end, macro number] per macro, in order; empty when it has none.
+   * Positions, not pieces: 100k cached streams would otherwise hold 100k arrays of substrings.
+   */
+  marks: readonly number[];
 }
 
 /** A flow ready for the hot path; built once per cache fill, never per request. */
@@ -32,12 +37,6 @@ export interface CompiledFlow {
 }
 
 const MACRO_RE = new RegExp(`\\{(${MACROS.join('|')})\\}`, 'g');
-/** One shared part object per macro: a cache of 100k streams should not hold 100k copies. */
-const MACRO_PARTS = Object.fromEntries(MACROS.map((m) => [m, Object.freeze({ macro: m })])) as Record<
-  Macro,
-  { macro: Macro }
->;
-
 /**
  * Country sets interned by content: flows tend to repeat the same lists, and a Set costs a few
  * hundred bytes. Bounded, so a store of all-different lists cannot grow it without end.
@@ -55,16 +54,11 @@ function countrySet(list: readonly string[] | undefined): ReadonlySet<string> | 
   return set;
 }
 
-function splitTarget(url: string): (string | { macro: Macro })[] {
-  const parts: (string | { macro: Macro })[] = [];
-  let last = 0;
-  for (const m of url.matchAll(MACRO_RE)) {
-    if (m.index > last) parts.push(url.slice(last, m.index));
-    parts.push(MACRO_PARTS[m[1] as Macro]);
-    last = m.index + m[0].length;
-  }
-  if (last < url.length) parts.push(url.slice(last));
-  return parts;
+function macroMarks(url: string): number[] {
+  const marks: number[] = [];
+  for (const m of url.matchAll(MACRO_RE))
+    marks.push(m.index, m.index + m[0].length, MACROS.indexOf(m[1] as Macro));
+  return marks;
 }
 
 const byPosition = (a: StreamRecord, b: StreamRecord) => a.position - b.position || (a.id < b.id ? -1 : 1);
@@ -77,7 +71,8 @@ export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]):
     redirectCode: s.redirect_code,
     include: countrySet(s.filters.countries_include),
     exclude: countrySet(s.filters.countries_exclude),
-    target: splitTarget(s.target_url),
+    target: s.target_url,
+    marks: macroMarks(s.target_url),
   });
   return {
     id: flow.id,
@@ -140,11 +135,15 @@ export function decide(
   return firstPassing(flow.fallback, country);
 }
 
-/** The redirect location: literal pieces as stored, macro values URL-encoded. */
+/** The redirect location: the URL as stored, each macro replaced by its value URL-encoded. */
 export function buildTarget(stream: RoutableStream, values: MacroValues): string {
-  const parts = stream.target;
-  if (parts.length === 1 && typeof parts[0] === 'string') return parts[0];
+  const { target, marks } = stream;
+  if (marks.length === 0) return target;
   let out = '';
-  for (const p of parts) out += typeof p === 'string' ? p : encodeURIComponent(values[p.macro] ?? '');
-  return out;
+  let last = 0;
+  for (let i = 0; i < marks.length; i += 3) {
+    out += target.slice(last, marks[i]) + encodeURIComponent(values[MACROS[marks[i + 2]!]!] ?? '');
+    last = marks[i + 1]!;
+  }
+  return last < target.length ? out + target.slice(last) : out;
 }
