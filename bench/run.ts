@@ -16,6 +16,7 @@ const BENCHES: [string, string[]][] = [
   ['routing/go-load.bench.ts', []],
   ['routing/memory.ts', ['--expose-gc']],
   ['http-client/overhead.bench.ts', []],
+  ['cron/scheduler-overhead.bench.ts', []],
 ];
 
 for (const [file, flags] of BENCHES) {
