@@ -5,46 +5,26 @@
  *   node bench/routing/decide.bench.ts
  */
 import { buildTarget, compileFlow, decide } from '../../src/routing/index.ts';
-import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
+import type { StreamRecord } from '../../src/storage/index.ts';
+import { flowRecord, streamRecord } from '../../test/helpers/records.ts';
 
 const N = 1_000_000;
 const ROUNDS = 9;
 const EU = ['DE', 'FR', 'IT', 'ES', 'NL', 'BE', 'AT', 'PL', 'SE', 'DK', 'FI', 'PT', 'IE', 'CZ', 'GR'];
 const COUNTRIES = [...EU, 'US', 'CA', 'BR', 'JP', 'IN', 'AU', undefined, undefined, 'MX', 'ZA'];
 
-const flow = (rotation: 'position' | 'weight'): FlowRecord => ({
-  id: 'f',
-  slug: 'bench',
-  name: 'b',
-  status: 'active',
-  rotation,
-  clicks: 0,
-  no_match: 0,
-  last_click_at: null,
-  version: 1,
-  created_at: '',
-  updated_at: '',
-});
-const stream = (i: number, type: StreamRecord['type'], filters: StreamRecord['filters']): StreamRecord => ({
-  id: `s${i}`,
-  flow_id: 'f',
-  name: `s${i}`,
-  type,
-  position: i,
-  weight: 50 + 25 * i,
-  status: 'active',
-  filters,
-  target_url: `https://t${i}.example.com/p?c={country}&s={stream}&r={request_id}`,
-  redirect_code: 302,
-  hits: 0,
-  last_hit_at: null,
-  target_status: null,
-  target_checked_at: null,
-  target_error: null,
-  version: 1,
-  created_at: '',
-  updated_at: '',
-});
+const flow = (rotation: 'position' | 'weight') => flowRecord({ id: 'f', slug: 'bench', rotation });
+const stream = (i: number, type: StreamRecord['type'], filters: StreamRecord['filters']): StreamRecord =>
+  streamRecord({
+    id: `s${i}`,
+    flow_id: 'f',
+    name: `s${i}`,
+    type,
+    position: i,
+    weight: 50 + 25 * i,
+    filters,
+    target_url: `https://t${i}.example.com/p?c={country}&s={stream}&r={request_id}`,
+  });
 const streams = [
   stream(0, 'forced', { countries_include: ['JP', 'KR'] }),
   stream(1, 'forced', { countries_include: ['BR', 'AR', 'CL'] }),

@@ -4,7 +4,8 @@
  *   node --expose-gc bench/routing/memory.ts
  */
 import { compileFlow, RoutingCache } from '../../src/routing/index.ts';
-import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
+import type { StreamRecord } from '../../src/storage/index.ts';
+import { flowRecord, streamRecord } from '../../test/helpers/records.ts';
 
 const FLOWS = 10_000;
 const STREAMS = 10;
@@ -15,45 +16,30 @@ const settle = () => {
   return process.memoryUsage();
 };
 
-const flowOf = (i: number): FlowRecord => ({
-  id: `flow-${i}-${'x'.repeat(24)}`,
-  slug: `flow-${i}`,
-  name: `Flow ${i}`,
-  status: 'active',
-  rotation: i % 2 ? 'weight' : 'position',
-  clicks: 0,
-  no_match: 0,
-  last_click_at: null,
-  version: 1,
-  created_at: '2026-01-01T00:00:00.000Z',
-  updated_at: '2026-01-01T00:00:00.000Z',
-});
+const flowOf = (i: number) =>
+  flowRecord({
+    id: `flow-${i}-${'x'.repeat(24)}`,
+    slug: `flow-${i}`,
+    name: `Flow ${i}`,
+    rotation: i % 2 ? 'weight' : 'position',
+  });
 const streamsOf = (i: number): StreamRecord[] =>
-  Array.from({ length: STREAMS }, (_, j) => ({
-    id: `stream-${i}-${j}-${'y'.repeat(20)}`,
-    flow_id: `flow-${i}`,
-    name: `s${j}`,
-    type: j === 0 ? 'forced' : j === STREAMS - 1 ? 'default' : 'regular',
-    position: j,
-    weight: 100,
-    status: 'active',
-    filters:
-      j % 3 === 0
-        ? { countries_include: ['DE', 'FR', 'IT', 'ES', 'NL'] }
-        : j % 3 === 1
-          ? { countries_exclude: ['US'] }
-          : {},
-    target_url: `https://target-${j}.example.com/landing/${i}?c={country}&s={stream}&r={request_id}`,
-    redirect_code: 302,
-    hits: 0,
-    last_hit_at: null,
-    target_status: null,
-    target_checked_at: null,
-    target_error: null,
-    version: 1,
-    created_at: '2026-01-01T00:00:00.000Z',
-    updated_at: '2026-01-01T00:00:00.000Z',
-  }));
+  Array.from({ length: STREAMS }, (_, j) =>
+    streamRecord({
+      id: `stream-${i}-${j}-${'y'.repeat(20)}`,
+      flow_id: `flow-${i}`,
+      name: `s${j}`,
+      type: j === 0 ? 'forced' : j === STREAMS - 1 ? 'default' : 'regular',
+      position: j,
+      filters:
+        j % 3 === 0
+          ? { countries_include: ['DE', 'FR', 'IT', 'ES', 'NL'] }
+          : j % 3 === 1
+            ? { countries_exclude: ['US'] }
+            : {},
+      target_url: `https://target-${j}.example.com/landing/${i}?c={country}&s={stream}&r={request_id}`,
+    }),
+  );
 
 const before = settle();
 const cache = new RoutingCache({

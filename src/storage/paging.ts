@@ -37,8 +37,8 @@ export function decodeCursor(cursor: string, by: string, order: SortOrder): Curs
 export interface KeysetQuery<T> {
   table: string;
   columns: string;
-  where: string[];
-  params: unknown[];
+  /** Column = value filters; undefined values are left out. Keys come from a fixed list, never callers. */
+  equal: Record<string, unknown>;
   /** Sort column; always one of a fixed allow-list, never caller text. */
   by: string;
   order: SortOrder;
@@ -55,10 +55,11 @@ export interface KeysetQuery<T> {
  * between calls, which offset paging cannot promise. `total` counts the whole filtered set.
  */
 export async function keysetPage<T>(exec: SqlExecutor, q: KeysetQuery<T>): Promise<Page<T>> {
-  const filter = q.where.length ? `WHERE ${q.where.join(' AND ')}` : '';
-  const [count] = await exec.all<{ n: unknown }>(`SELECT COUNT(*) AS n FROM ${q.table} ${filter}`, q.params);
-  const where = [...q.where];
-  const params = [...q.params];
+  const set = Object.entries(q.equal).filter(([, v]) => v !== undefined);
+  const where = set.map(([k]) => `${k} = ?`);
+  const params = set.map(([, v]) => v);
+  const filter = where.length ? `WHERE ${where.join(' AND ')}` : '';
+  const [count] = await exec.all<{ n: unknown }>(`SELECT COUNT(*) AS n FROM ${q.table} ${filter}`, params);
   const cmp = q.order === 'asc' ? '>' : '<';
   if (q.cursor !== undefined) {
     const c = decodeCursor(q.cursor, q.by, q.order);

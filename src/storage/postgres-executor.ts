@@ -61,42 +61,52 @@ async function query(target: Queryable, stats: QueryStats, sql: string, params: 
   }
 }
 
-/** `pg` pool behind the executor interface; a transaction holds one client from BEGIN to COMMIT. */
-export class PostgresExecutor implements SqlExecutor {
+/** Statements on a pool (each on any free connection) or on one client (inside a transaction). */
+class PostgresStatements {
   readonly dialect = 'postgres' as const;
-  readonly #pool: Pool;
-  readonly #stats: QueryStats;
+  protected readonly target: Queryable;
+  protected readonly stats: QueryStats;
 
-  constructor(pool: Pool, stats: QueryStats) {
-    this.#pool = pool;
-    this.#stats = stats;
+  constructor(target: Queryable, stats: QueryStats) {
+    this.target = target;
+    this.stats = stats;
   }
 
   async all<T = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
-    return (await query(this.#pool, this.#stats, sql, params)).rows as T[];
+    return (await query(this.target, this.stats, sql, params)).rows as T[];
   }
 
   async run(sql: string, params: readonly unknown[] = []): Promise<number> {
-    return (await query(this.#pool, this.#stats, sql, params)).rowCount ?? 0;
+    return (await query(this.target, this.stats, sql, params)).rowCount ?? 0;
   }
 
   async script(sql: string): Promise<void> {
-    await query(this.#pool, this.#stats, sql, []);
+    await query(this.target, this.stats, sql, []);
+  }
+}
+
+/** `pg` pool behind the executor interface; a transaction holds one client from BEGIN to COMMIT. */
+export class PostgresExecutor extends PostgresStatements implements SqlExecutor {
+  readonly #pool: Pool;
+
+  constructor(pool: Pool, stats: QueryStats) {
+    super(pool, stats);
+    this.#pool = pool;
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    const start = this.#stats.clock.monotonic();
+    const start = this.stats.clock.monotonic();
     let client: PoolClient;
     try {
       client = await this.#pool.connect();
     } catch (err) {
-      return mapError(err, this.#stats, start);
+      return mapError(err, this.stats, start);
     }
     let broken = false;
     try {
-      await query(client, this.#stats, 'BEGIN', []);
-      const out = await fn(new PostgresTransaction(client, this.#stats));
-      await query(client, this.#stats, 'COMMIT', []);
+      await query(client, this.stats, 'BEGIN', []);
+      const out = await fn(new PostgresTransaction(client, this.stats));
+      await query(client, this.stats, 'COMMIT', []);
       return out;
     } catch (err) {
       try {
@@ -111,23 +121,8 @@ export class PostgresExecutor implements SqlExecutor {
   }
 }
 
-class PostgresTransaction implements SqlExecutor {
-  readonly dialect = 'postgres' as const;
-  readonly #client: PoolClient;
-  readonly #stats: QueryStats;
-  constructor(client: PoolClient, stats: QueryStats) {
-    this.#client = client;
-    this.#stats = stats;
-  }
-  async all<T = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
-    return (await query(this.#client, this.#stats, sql, params)).rows as T[];
-  }
-  async run(sql: string, params: readonly unknown[] = []): Promise<number> {
-    return (await query(this.#client, this.#stats, sql, params)).rowCount ?? 0;
-  }
-  async script(sql: string): Promise<void> {
-    await query(this.#client, this.#stats, sql, []);
-  }
+/** The executor seen from inside a transaction: its statements run on the transaction's client. */
+class PostgresTransaction extends PostgresStatements implements SqlExecutor {
   transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     return fn(this);
   }

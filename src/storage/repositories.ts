@@ -149,19 +149,10 @@ export class SqlFlows implements FlowStore {
     });
   }
   list(q: PageQuery<FlowFilter, FlowSortKey>): Promise<Page<FlowRecord>> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    for (const k of ['status', 'slug'] as const) {
-      if (q.filter[k] !== undefined) {
-        where.push(`${k} = ?`);
-        params.push(q.filter[k]);
-      }
-    }
     return keysetPage(this.#x, {
       table: 'traffic_flows',
       columns: FLOW_COLUMNS,
-      where,
-      params,
+      equal: { status: q.filter.status, slug: q.filter.slug },
       by: q.sort.by,
       order: q.sort.order,
       limit: q.limit,
@@ -260,19 +251,10 @@ export class SqlStreams implements StreamStore {
     return row && toStream(row);
   }
   list(q: PageQuery<StreamFilter, StreamSortKey>): Promise<Page<StreamRecord>> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    for (const k of ['flow_id', 'status', 'type'] as const) {
-      if (q.filter[k] !== undefined) {
-        where.push(`${k} = ?`);
-        params.push(q.filter[k]);
-      }
-    }
     return keysetPage(this.#x, {
       table: 'streams',
       columns: STREAM_COLUMNS,
-      where,
-      params,
+      equal: { flow_id: q.filter.flow_id, status: q.filter.status, type: q.filter.type },
       by: q.sort.by,
       order: q.sort.order,
       limit: q.limit,

@@ -1,46 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { buildTarget, compileFlow, decide } from '../../src/routing/index.ts';
-import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { seeded } from '../helpers/random.ts';
+import { flowRecord, streamRecord } from '../helpers/records.ts';
 
-const flow = (over: Partial<FlowRecord> = {}): FlowRecord => ({
-  id: 'f1',
-  slug: 'promo',
-  name: 'Promo',
-  status: 'active',
-  rotation: 'position',
-  clicks: 0,
-  no_match: 0,
-  last_click_at: null,
-  version: 1,
-  created_at: '2026-01-01T00:00:00.000Z',
-  updated_at: '2026-01-01T00:00:00.000Z',
-  ...over,
-});
-
-let n = 0;
-const stream = (over: Partial<StreamRecord> = {}): StreamRecord => ({
-  id: `s${++n}`,
-  flow_id: 'f1',
-  name: 'x',
-  type: 'regular',
-  position: 0,
-  weight: 100,
-  status: 'active',
-  filters: {},
-  target_url: 'https://example.com/',
-  redirect_code: 302,
-  hits: 0,
-  last_hit_at: null,
-  target_status: null,
-  target_checked_at: null,
-  target_error: null,
-  version: 1,
-  created_at: '2026-01-01T00:00:00.000Z',
-  updated_at: '2026-01-01T00:00:00.000Z',
-  ...over,
-});
+const flow = flowRecord;
+const stream = streamRecord;
 
 const never = () => {
   throw new Error('random() must not be called for position rotation');
