@@ -3,7 +3,7 @@
  * undici Agent vs through Sluice's HttpClient (instrumented base dispatcher + retry loop + capture
  * at debug level, which is off), alternated in rounds in one run; medians and the ratio.
  *
- *   node bench/http-client/overhead.bench.ts [--rounds 7] [--seconds 2] [--concurrency 16]
+ *   node bench/http-client/overhead.bench.ts [--rounds 11] [--seconds 2] [--concurrency 16]
  */
 import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
@@ -15,7 +15,7 @@ import { systemClock } from '../../src/time/index.ts';
 
 const { values } = parseArgs({
   options: {
-    rounds: { type: 'string', default: '7' },
+    rounds: { type: 'string', default: '11' },
     seconds: { type: 'string', default: '2' },
     concurrency: { type: 'string', default: '16' },
   },
