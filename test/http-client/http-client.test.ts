@@ -112,6 +112,17 @@ describe('instrumented HTTP client against real local servers', () => {
     await client.close();
   });
 
+  test("fetch-style calls through the client's dispatcher are counted too", async () => {
+    const { client, telemetry } = makeClient();
+    const { fetch: undiciFetch } = await import('undici');
+    const res = await undiciFetch(`${up.url}/ok`, { dispatcher: client.dispatcher });
+    assert.equal(await res.text(), 'fine');
+    const plain = await fetch(`${up.url}/ok`); // not through Sluice's client: not counted
+    await plain.text();
+    assert.equal(telemetry.httpSection().total_requests, 1);
+    await client.close();
+  });
+
   test('500 then success, retried: total_requests counts both attempts, errors 1, retries 1', async () => {
     const { client, telemetry } = makeClient({ retries: 2 });
     flaky = 0;
