@@ -50,6 +50,9 @@ export interface SluiceNode {
   stop(): Promise<void>;
 }
 
+/** How long leader-task runs stay in the run journal. */
+const JOURNAL_KEEP_MS = 7 * 86_400_000;
+
 /** A stable-looking id for this process when `app.server.id` is unset: host name plus 8 hex. */
 export function generateServerId(): string {
   const host =
@@ -148,6 +151,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
         ? 0
         : 1000,
     });
+    let journaled = 0;
     const scheduler = new Scheduler({
       clock,
       logger,
@@ -157,7 +161,12 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       fence: () => election.fence(),
       journal: {
         start: (run, fence) => storage.cluster.startRun(run, fence),
-        finish: (id, err, fence) => storage.cluster.finishRun(id, err, fence),
+        finish: async (id, err, fence) => {
+          const ok = await storage.cluster.finishRun(id, err, fence);
+          // The journal keeps a week of runs; the leader trims it every 100 runs.
+          if (++journaled % 100 === 0) await storage.cluster.prune(JOURNAL_KEEP_MS).catch(() => {});
+          return ok;
+        },
       },
       serverId,
     });

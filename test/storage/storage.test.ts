@@ -278,6 +278,20 @@ for (const backend of BACKENDS) {
       assert.equal(await storage.operators.countActive(), 1);
     });
 
+    it('the run journal records runs and is pruned by age', async () => {
+      const run = { run_id: `run-${backend.name}`, task: 'journaled', server_id: 'n1', epoch: 3 };
+      assert.equal(await storage.cluster.startRun(run, undefined), true);
+      assert.equal(await storage.cluster.finishRun(run.run_id, 'boom', undefined), true);
+      const [r] = await storage.cluster.runs('journaled');
+      assert.equal(r?.epoch, 3);
+      assert.equal(r?.error, 'boom');
+      assert.ok(r?.finished_at && r.finished_at >= r.started_at);
+      await storage.cluster.prune(3_600_000);
+      assert.equal((await storage.cluster.runs('journaled')).length, 1, 'a fresh run is kept');
+      await storage.cluster.prune(-60_000);
+      assert.equal((await storage.cluster.runs('journaled')).length, 0, 'older than the cut: gone');
+    });
+
     it('queries are timed into the db section', async () => {
       const before = storage.stats();
       await storage.ping();
