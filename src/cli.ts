@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { createOperator } from './auth/index.ts';
-import { ConfigError, loadConfig, ROLES, type Role } from './config/index.ts';
+import { ConfigError, DEFAULT_TASK_P95_MS, loadConfig, ROLES, type Role } from './config/index.ts';
+import { formatReport, runDoctor } from './doctor/index.ts';
 import { ApiError } from './errors/index.ts';
 import { startNode } from './main.ts';
 import { seedDemo } from './routing/index.ts';
@@ -19,12 +20,16 @@ Commands:
                                                 (ROLE: ${ROLES.join(' | ')})
   operator list [--json]                        list operators (never tokens)
   operator revoke --name NAME                   revoke an operator's token
+  doctor --url URL [--url URL2] --token TOKEN   run the seven operator procedures against nodes
+         [--urls URL,URL2] [--task-p95-ms N]    (version audit across nodes; token also SLUICE_TOKEN)
+         [--json]                               exit 0 healthy, 1 findings, 2 unreachable/refused
   migrate                                       apply pending database migrations and exit
   demo                                          create demo flows (demo, demo-position) if missing
   help                                          this text
 
-Every command takes --config-dir DIR and --mode MODE (also APP_CONFIG_DIR, APP_MODE).
-Exit codes: 0 ok, 1 failure, 64 bad usage, 78 configuration error.
+Commands but doctor take --config-dir DIR and --mode MODE (also APP_CONFIG_DIR, APP_MODE).
+Exit codes: 0 ok, 1 failure (doctor: findings), 2 doctor could not ask a node, 64 bad usage,
+78 configuration error.
 `;
 
 class UsageError extends Error {}
@@ -42,6 +47,8 @@ async function main(argv: string[]): Promise<number> {
       return start(rest);
     case 'operator':
       return operator(rest);
+    case 'doctor':
+      return doctor(rest);
     case 'migrate': {
       const { values } = parse(rest, common);
       await withStorage(values, async () => {});
@@ -76,7 +83,19 @@ const operatorOptions = {
   json: { type: 'boolean' },
 } as const;
 
-function parse<O extends typeof common | typeof operatorOptions>(args: string[], options: O) {
+const doctorOptions = {
+  url: { type: 'string', multiple: true },
+  urls: { type: 'string' },
+  token: { type: 'string' },
+  'task-p95-ms': { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+function parse<O extends typeof common | typeof operatorOptions | typeof doctorOptions>(
+  args: string[],
+  options: O,
+) {
   try {
     return parseArgs({ args, options, allowPositionals: false, strict: true });
   } catch (err) {
@@ -115,6 +134,32 @@ async function start(args: string[]): Promise<number> {
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
   });
+}
+
+/** `sluice doctor`: talks to running nodes over their ACP only; reads no configuration. */
+async function doctor(args: string[]): Promise<number> {
+  const { values } = parse(args, doctorOptions);
+  const urls = [...(values.url ?? []), ...(values.urls?.split(',') ?? [])]
+    .map((u) => u.trim())
+    .filter(Boolean);
+  if (urls.length === 0) throw new UsageError('doctor needs --url URL (or --urls URL,URL)');
+  for (const u of urls) {
+    if (!URL.canParse(u) || !/^https?:$/.test(new URL(u).protocol))
+      throw new UsageError(`not an http(s) URL: ${u}`);
+  }
+  // The environment keeps the token out of shell history and `ps`.
+  const token = values.token ?? process.env.SLUICE_TOKEN;
+  if (!token) throw new UsageError('doctor needs --token TOKEN (or SLUICE_TOKEN in the environment)');
+  const level = values['task-p95-ms'] === undefined ? DEFAULT_TASK_P95_MS : Number(values['task-p95-ms']);
+  if (!Number.isInteger(level) || level < 1)
+    throw new UsageError('--task-p95-ms must be a positive integer (ms)');
+  const report = await runDoctor({ urls, token, taskP95Ms: level });
+  process.stdout.write(
+    values.json
+      ? `${JSON.stringify(report, null, 2)}\n`
+      : formatReport(report, { colour: process.stdout.isTTY === true && !process.env.NO_COLOR }),
+  );
+  return report.exit_code;
 }
 
 async function withStorage<T>(

@@ -5,14 +5,16 @@ import type { DestinationStream } from 'pino';
 import {
   AcpRouter,
   registerClusterRoutes,
+  registerConsoleRoutes,
   registerCronRoutes,
   registerHttpClientRoutes,
   registerRoutingRoutes,
   registerSystemRoutes,
 } from './acp/index.ts';
-import { Authenticator, bootstrapAdmin } from './auth/index.ts';
+import { Authenticator, AuthLimiter, bootstrapAdmin } from './auth/index.ts';
 import { type LeaderElection, LocalElection, PostgresElection } from './cluster/index.ts';
 import { type Config, type LoadOptions, loadConfig, resolveBuildInfo } from './config/index.ts';
+import { registerConsole } from './console/index.ts';
 import { DEFAULT_SCOPE, Schedule, Scheduler, taskRunner } from './cron/index.ts';
 import { createServer, registerHealth, registerMetricsRoute } from './http/index.ts';
 import { HttpClient } from './http-client/index.ts';
@@ -196,15 +198,34 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
 
     app = createServer({ config, logger, telemetry, serverId });
     registerHealth(app, () => storage.ping());
+    const authLimiter = new AuthLimiter({
+      maxFailures: config.acp.auth_rate_limit.max_failures,
+      windowMs: config.acp.auth_rate_limit.window_ms,
+      clock,
+    });
     if (config.observability.metrics.prometheus_enabled) {
-      registerMetricsRoute(app, telemetry, { tokenSha256: config.observability.metrics.auth_token_sha256 });
+      registerMetricsRoute(app, telemetry, {
+        tokenSha256: config.observability.metrics.auth_token_sha256,
+        limiter: authLimiter,
+      });
     }
-    const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators));
+    const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators), authLimiter);
     registerSystemRoutes(acp, { config, mode, telemetry });
     registerRoutingRoutes(acp, { routing, telemetry, commit: build.commit });
     registerHttpClientRoutes(acp, httpClient);
     registerCronRoutes(acp, scheduler);
     registerClusterRoutes(acp, { storage, election, serverId });
+    registerConsoleRoutes(acp, {
+      telemetry,
+      scheduler,
+      httpClient,
+      election,
+      clock,
+      commit: build.commit,
+      version: build.version,
+      taskP95Ms: config.acp.task_p95_ms,
+    });
+    registerConsole(app);
     registerGoRoute(app, routing, clock, opts.random);
 
     if (mode === 'development') {

@@ -1,7 +1,8 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { Authenticator, type Principal } from '../auth/index.ts';
+import { Authenticator, type AuthLimiter, type Principal } from '../auth/index.ts';
 import type { Role } from '../config/index.ts';
+import { ApiError } from '../errors/index.ts';
 import { runWithContext } from '../telemetry/index.ts';
 
 declare module 'fastify' {
@@ -38,11 +39,13 @@ export interface AcpRouteDef<S extends TSchema> {
 export class AcpRouter {
   readonly #app: FastifyInstance;
   readonly #auth: Authenticator;
+  readonly #limiter: AuthLimiter | undefined;
   readonly #routes: { path: string; role: Role }[] = [];
 
-  constructor(app: FastifyInstance, auth: Authenticator) {
+  constructor(app: FastifyInstance, auth: Authenticator, limiter?: AuthLimiter) {
     this.#app = app;
     this.#auth = auth;
+    this.#limiter = limiter;
     if (!app.hasRequestDecorator('principal')) app.decorateRequest('principal', null);
   }
 
@@ -52,13 +55,21 @@ export class AcpRouter {
 
   add<S extends TSchema = typeof EmptyBody>(def: AcpRouteDef<S>): void {
     const auth = this.#auth;
+    const limiter = this.#limiter;
     this.#routes.push({ path: def.path, role: def.role });
     this.#app.route({
       method: 'POST',
       url: def.path,
       schema: { body: def.body ?? EmptyBody },
       onRequest: async (request) => {
-        const principal = await auth.authenticate(request.headers.authorization);
+        limiter?.check(request.ip);
+        let principal: Principal;
+        try {
+          principal = await auth.authenticate(request.headers.authorization);
+        } catch (err) {
+          if (err instanceof ApiError && err.code === 'auth.unauthorized') limiter?.failed(request.ip);
+          throw err;
+        }
         Authenticator.require(principal, def.role);
         request.principal = principal;
       },

@@ -1,5 +1,6 @@
 export { type AcpCall, type AcpRouteDef, AcpRouter, EmptyBody } from './acp-router.ts';
 export { registerClusterRoutes } from './cluster-routes.ts';
+export { type ConsoleRoutesDeps, ProceduresBody, registerConsoleRoutes } from './console-routes.ts';
 export { registerCronRoutes, TaskListBody, TaskRunBody } from './cron-routes.ts';
 export { RecentFailuresBody, registerHttpClientRoutes } from './http-client-routes.ts';
 export { type RoutingRoutesDeps, registerRoutingRoutes } from './routing-routes.ts';

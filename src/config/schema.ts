@@ -22,6 +22,9 @@ const Buckets = (def: number[]) =>
 const Sha256Hex = (opts: { secret?: boolean } = {}) =>
   Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'hex SHA-256', ...opts });
 
+/** The task p95 service level (ms) of operator procedure 3, when neither the console nor doctor names one. */
+export const DEFAULT_TASK_P95_MS = 5000;
+
 /** Node ids travel in a response header, so they are held to the same alphabet as request ids. */
 export const NODE_ID_PATTERN = '^[A-Za-z0-9._:-]{1,128}$';
 
@@ -147,6 +150,19 @@ export const ConfigSchema = Type.Object(
             { additionalProperties: false },
           ),
           { default: [] },
+        ),
+        task_p95_ms: Type.Integer({
+          minimum: 1,
+          maximum: 86_400_000,
+          default: DEFAULT_TASK_P95_MS,
+          description: 'agreed task p95 level (ms) the console checks procedure 3 against',
+        }),
+        auth_rate_limit: Type.Object(
+          {
+            max_failures: Type.Integer({ minimum: 0, maximum: 1_000_000, default: 20 }),
+            window_ms: Milliseconds(60_000),
+          },
+          strict,
         ),
       },
       strict,

@@ -44,6 +44,8 @@ export interface TaskItem {
   schedule: string;
   execution_scope: ExecutionScope;
   enabled: boolean;
+  /** The run's time limit (an extension: doctor compares `running_since` with it). */
+  timeout_ms: number;
   next_run_at: string | null;
   runtime: {
     running: boolean;
@@ -287,6 +289,7 @@ export class Scheduler {
         schedule: def.schedule.expression,
         execution_scope: def.scope,
         enabled: def.enabled,
+        timeout_ms: def.timeoutMs,
         next_run_at: iso(rt.nextRunAt),
         runtime: {
           running: rt.running,

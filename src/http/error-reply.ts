@@ -67,5 +67,7 @@ export function sendApiError(request: FastifyRequest, reply: FastifyReply, throw
   };
   if (err.details !== undefined) record.details = err.details;
   request.log.error(record, 'api error');
+  const wait = (err.details as { retry_after_seconds?: unknown } | undefined)?.retry_after_seconds;
+  if (err.code === 'rate.limited' && typeof wait === 'number') reply.header('retry-after', String(wait));
   return reply.code(err.status).type('application/json; charset=utf-8').send(JSON.stringify(body));
 }

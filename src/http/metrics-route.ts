@@ -1,11 +1,13 @@
 import type { FastifyInstance } from 'fastify';
-import { digestEquals, parseBearer, sha256 } from '../auth/index.ts';
+import { type AuthLimiter, digestEquals, parseBearer, sha256 } from '../auth/index.ts';
 import { ApiError } from '../errors/index.ts';
 import { negotiateFormat, type Telemetry } from '../telemetry/index.ts';
 
 export interface MetricsRouteOptions {
   /** Hex SHA-256 of the scrape token; when set, `Authorization: Bearer <token>` is required. */
   tokenSha256: string | undefined;
+  /** Failed scrape tokens count against the address like failed ACP tokens. */
+  limiter?: AuthLimiter;
 }
 
 /**
@@ -20,8 +22,10 @@ export function registerMetricsRoute(
   const expected = opts.tokenSha256?.toLowerCase();
   app.get('/metrics', async (request, reply) => {
     if (expected) {
+      opts.limiter?.check(request.ip);
       const token = parseBearer(request.headers.authorization);
       if (token === undefined || !digestEquals(sha256(token), expected)) {
+        opts.limiter?.failed(request.ip);
         throw new ApiError('auth.unauthorized', 'A valid metrics token is required.');
       }
     }

@@ -1,0 +1,70 @@
+import { LRUCache } from 'lru-cache';
+import { ApiError } from '../errors/index.ts';
+import type { Clock } from '../time/index.ts';
+
+export interface AuthLimiterOptions {
+  /** Failed authentications one address may make per window; 0 turns the limit off. */
+  maxFailures: number;
+  windowMs: number;
+  clock: Clock;
+  /** Addresses remembered at once; the least recently seen is forgotten first (bounded memory). */
+  maxAddresses?: number;
+}
+
+interface Window {
+  failures: number;
+  resetAt: number;
+}
+
+/**
+ * Failed-authentication limiting per client address (`request.ip`: the peer, or the client a
+ * trusted proxy names). An address that failed `maxFailures` times in a window is refused with
+ * 429 `rate.limited` — before its token is even looked at — until the window ends. Guessing tokens
+ * (256 bits) is hopeless anyway; this keeps a guesser from costing the node database lookups and
+ * log lines at line rate.
+ */
+export class AuthLimiter {
+  readonly #o: AuthLimiterOptions;
+  readonly #windows: LRUCache<string, Window>;
+
+  constructor(o: AuthLimiterOptions) {
+    this.#o = o;
+    this.#windows = new LRUCache({ max: o.maxAddresses ?? 10_000 });
+  }
+
+  /** Throws `rate.limited` (with the seconds to wait) when the address is locked out. */
+  check(address: string): void {
+    if (this.#o.maxFailures === 0) return;
+    const w = this.#windows.get(address);
+    if (w === undefined || w.failures < this.#o.maxFailures) return;
+    const waitMs = w.resetAt - this.#o.clock.now();
+    if (waitMs <= 0) {
+      this.#windows.delete(address);
+      return;
+    }
+    const retryAfter = Math.ceil(waitMs / 1000);
+    throw new ApiError(
+      'rate.limited',
+      `Too many failed authentications from this address; retry in ${retryAfter} s.`,
+      {
+        cause: `${w.failures} failed authentications from ${address} within ${this.#o.windowMs} ms`,
+        details: { retry_after_seconds: retryAfter },
+      },
+    );
+  }
+
+  /** Counts one failed authentication of the address. */
+  failed(address: string): void {
+    if (this.#o.maxFailures === 0) return;
+    const now = this.#o.clock.now();
+    const w = this.#windows.get(address);
+    if (w === undefined || w.resetAt <= now)
+      this.#windows.set(address, { failures: 1, resetAt: now + this.#o.windowMs });
+    else w.failures++;
+  }
+
+  /** Addresses currently remembered (for tests and the memory bound). */
+  get size(): number {
+    return this.#windows.size;
+  }
+}

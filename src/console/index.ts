@@ -1,0 +1,1 @@
+export { registerConsole } from './console.ts';

@@ -1,0 +1,70 @@
+// The console's only way to the node: the same ACP endpoints scripts use, with the token kept in
+// sessionStorage (gone when the tab closes, never in a URL).
+
+const TOKEN_KEY = 'sluice.token';
+
+export const session = {
+  get token() {
+    return sessionStorage.getItem(TOKEN_KEY);
+  },
+  set(token) {
+    sessionStorage.setItem(TOKEN_KEY, token);
+  },
+  clear() {
+    sessionStorage.removeItem(TOKEN_KEY);
+  },
+};
+
+/** An ACP error answer: the contract's code, message, request id and field details. */
+export class AcpError extends Error {
+  constructor(status, body) {
+    const e = body?.error ?? {};
+    super(e.message ?? `HTTP ${status}`);
+    this.status = status;
+    this.code = e.code ?? 'unknown';
+    this.requestId = e.request_id ?? null;
+    this.details = Array.isArray(e.details) ? e.details : [];
+  }
+}
+
+/** Fired when the node refuses the token: the app goes back to the login form. */
+export const SIGNED_OUT = 'sluice:signed-out';
+
+export async function acp(path, body = {}) {
+  let res;
+  try {
+    res = await fetch(path, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${session.token ?? ''}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  } catch {
+    throw new AcpError(0, { error: { code: 'network', message: 'The node did not answer.' } });
+  }
+  const json = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    if (res.status === 401) window.dispatchEvent(new Event(SIGNED_OUT));
+    throw new AcpError(res.status, json);
+  }
+  return json;
+}
+
+const RANK = { viewer: 0, operator: 1, admin: 2 };
+/** True when `role` is at least `required` — only to hide what the API would refuse anyway. */
+export const can = (role, required) => (RANK[role] ?? -1) >= RANK[required];
+
+/**
+ * Field errors of a `validation.invalid_input` answer keyed by form field: `/slug` → `slug`,
+ * `/filters/countries_include/0` → `countries_include`.
+ */
+export function fieldErrors(err) {
+  const out = {};
+  for (const d of err?.details ?? []) {
+    const parts = String(d.path ?? '')
+      .split('/')
+      .filter(Boolean);
+    const field = parts[0] === 'filters' && parts[1] ? parts[1] : (parts[0] ?? '_');
+    out[field] ??= d.message;
+  }
+  return out;
+}

@@ -1,0 +1,139 @@
+import { html, render } from 'htm/preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { AcpError, acp, SIGNED_OUT, session } from './api.js';
+import { FlowsPage } from './flows.js';
+import { OverviewPage } from './overview.js';
+import { ProceduresPage } from './procedures.js';
+import { RoutesPage } from './routes.js';
+import { TasksPage } from './tasks.js';
+import { ErrorLine, POLL_MS } from './ui.js';
+
+/** How much of the metrics history the charts keep. */
+const HISTORY_MS = 15 * 60 * 1000;
+
+const PAGES = [
+  { hash: '#/overview', label: 'Overview', Page: OverviewPage },
+  { hash: '#/routes', label: 'Routes', Page: RoutesPage },
+  { hash: '#/tasks', label: 'Tasks', Page: TasksPage },
+  { hash: '#/flows', label: 'Flows & streams', Page: FlowsPage },
+  { hash: '#/procedures', label: 'Procedures', Page: ProceduresPage },
+];
+
+function Login({ onLogin, notice }) {
+  const [token, setToken] = useState('');
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (e) => {
+    e.preventDefault();
+    setBusy(true);
+    session.set(token.trim());
+    try {
+      onLogin(await acp('/acp/auth/whoami'));
+    } catch (err) {
+      session.clear();
+      setError(
+        err.status === 401 ? new AcpError(401, { error: { message: 'The node refused this token.' } }) : err,
+      );
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<main class="login">
+    <form onSubmit=${submit} aria-label="Sign in">
+      <h1>Sluice ACP</h1>
+      ${notice ? html`<p class="notice">${notice}</p>` : ''}
+      <label for="token">Operator token</label>
+      <input id="token" name="token" type="password" autocomplete="off" required value=${token}
+        onInput=${(e) => setToken(e.currentTarget.value)} />
+      <button type="submit" disabled=${busy}>Sign in</button>
+      <${ErrorLine} error=${error} />
+      <p class="hint">The token is kept in this tab only (sessionStorage) and sent as a bearer header.</p>
+    </form>
+  </main>`;
+}
+
+/** Polls system metrics (and who leads) for every page; keeps 15 minutes of samples for the charts. */
+function useMetrics(active) {
+  const [state, setState] = useState({ metrics: null, cluster: null, error: null });
+  const history = useRef([]);
+  useEffect(() => {
+    if (!active) return undefined;
+    let timer;
+    let alive = true;
+    const poll = async () => {
+      try {
+        const [metrics, cluster] = await Promise.all([acp('/acp/system/metrics'), acp('/acp/cluster/nodes')]);
+        const now = Date.now();
+        history.current = [...history.current.filter((s) => s.t > now - HISTORY_MS), { t: now, metrics }];
+        if (alive) setState({ metrics, cluster, error: null });
+      } catch (error) {
+        if (alive) setState((s) => ({ ...s, error }));
+      }
+      if (alive) timer = setTimeout(poll, POLL_MS);
+    };
+    poll();
+    return () => {
+      alive = false;
+      clearTimeout(timer);
+    };
+  }, [active]);
+  return { ...state, history: history.current };
+}
+
+function App() {
+  const [me, setMe] = useState(null);
+  const [checking, setChecking] = useState(Boolean(session.token));
+  const [notice, setNotice] = useState(null);
+  const [hash, setHash] = useState(location.hash || '#/overview');
+  const live = useMetrics(me !== null);
+
+  useEffect(() => {
+    const onHash = () => setHash(location.hash || '#/overview');
+    const onSignedOut = () => {
+      session.clear();
+      setMe(null);
+      setNotice('Signed out: the node no longer accepts this token.');
+    };
+    window.addEventListener('hashchange', onHash);
+    window.addEventListener(SIGNED_OUT, onSignedOut);
+    // A reload keeps the session of this tab.
+    if (session.token) {
+      acp('/acp/auth/whoami')
+        .then(setMe, () => session.clear())
+        .finally(() => setChecking(false));
+    }
+    return () => {
+      window.removeEventListener('hashchange', onHash);
+      window.removeEventListener(SIGNED_OUT, onSignedOut);
+    };
+  }, []);
+
+  if (checking) return html`<main class="login"><p>Connecting…</p></main>`;
+  if (!me) return html`<${Login} onLogin=${setMe} notice=${notice} />`;
+  const page = PAGES.find((p) => p.hash === hash.split('?')[0]) ?? PAGES[0];
+  const isLeader = live.metrics?.host?.is_leader;
+  const signOut = () => {
+    session.clear();
+    setNotice(null);
+    setMe(null);
+  };
+  return html`<div class="shell">
+    <header>
+      <strong class="brand">Sluice</strong>
+      <span class="node" data-testid="node-id" title="X-Server-Id">${me.server_id}</span>
+      ${isLeader === undefined ? '' : html`<span class=${`badge ${isLeader ? 'ok' : ''}`}>${isLeader ? 'leader' : 'follower'}</span>`}
+      <span class="spacer"></span>
+      <span class="who">${me.name} <small>(${me.role})</small></span>
+      <button type="button" class="link" onClick=${signOut}>Sign out</button>
+    </header>
+    <nav aria-label="Pages">
+      ${PAGES.map((p) => html`<a href=${p.hash} aria-current=${p === page ? 'page' : undefined}>${p.label}</a>`)}
+    </nav>
+    <main>
+      <${ErrorLine} error=${live.error} />
+      <${page.Page} me=${me} live=${live} />
+    </main>
+  </div>`;
+}
+
+render(html`<${App} />`, document.getElementById('root'));

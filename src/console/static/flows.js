@@ -1,0 +1,368 @@
+import { html } from 'htm/preact';
+import { useState } from 'preact/hooks';
+import { AcpError, acp, can, fieldErrors } from './api.js';
+import { ErrorLine, fmt, SortTable, usePoll } from './ui.js';
+
+const PAGE = 20;
+
+/** Keyset paging over a list endpoint: next by `next_cursor`, back by the cursors already seen. */
+function usePaged(path, filter, version) {
+  const [cursors, setCursors] = useState([undefined]);
+  const cursor = cursors.at(-1);
+  const [page, error, reload] = usePoll(
+    () => acp(path, { ...(filter ? { filter } : {}), limit: PAGE, ...(cursor ? { cursor } : {}) }),
+    0,
+    [path, JSON.stringify(filter), cursor, version],
+  );
+  return {
+    page,
+    error,
+    reload,
+    index: cursors.length,
+    next: page?.next_cursor ? () => setCursors((c) => [...c, page.next_cursor]) : null,
+    prev: cursors.length > 1 ? () => setCursors((c) => c.slice(0, -1)) : null,
+    first: () => setCursors([undefined]),
+  };
+}
+
+function Pager({ paged }) {
+  const { page, index, next, prev } = paged;
+  if (!page) return null;
+  return html`<div class="pager">
+    <button type="button" class="secondary" onClick=${prev} disabled=${!prev}>‹ Previous</button>
+    <span>page ${index} · ${fmt.n(page.total)} in all</span>
+    <button type="button" class="secondary" onClick=${next} disabled=${!next}>Next ›</button>
+  </div>`;
+}
+
+/** One labelled form field with the API's validation message under it. */
+function Field({ name, label, errors, children }) {
+  const err = errors[name];
+  return html`<div class=${`field ${err ? 'invalid' : ''}`}>
+    <label for=${`f-${name}`}>${label}</label>
+    ${children}
+    ${err ? html`<span class="field-error" id=${`e-${name}`} data-field-error=${name}>${err}</span>` : ''}
+  </div>`;
+}
+
+/**
+ * A create/edit form driven by `fields`: [{name, label, type: text|number|select|countries, options}].
+ * On save it sends only what changed (with `version` for an edit) and shows the API's field errors.
+ */
+function EditForm({ title, fields, initial, onSave, onCancel }) {
+  const [values, setValues] = useState(initial);
+  const [errors, setErrors] = useState({});
+  const [failure, setFailure] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const set = (name) => (e) => setValues((v) => ({ ...v, [name]: e.currentTarget.value }));
+  const submit = async (e) => {
+    e.preventDefault();
+    setBusy(true);
+    setErrors({});
+    setFailure(null);
+    try {
+      await onSave(values);
+    } catch (err) {
+      if (!(err instanceof AcpError)) throw err;
+      const byField = fieldErrors(err);
+      setErrors(byField);
+      if (Object.keys(byField).length === 0 || byField._) setFailure(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<form class="edit" onSubmit=${submit} aria-label=${title} novalidate>
+    <h3>${title}</h3>
+    ${fields.map(
+      (f) => html`<${Field} key=${f.name} name=${f.name} label=${f.label} errors=${errors}>
+        ${
+          f.type === 'select'
+            ? html`<select id=${`f-${f.name}`} name=${f.name} value=${values[f.name]} onChange=${set(f.name)}>
+                ${f.options.map((o) => html`<option value=${o}>${o}</option>`)}
+              </select>`
+            : html`<input id=${`f-${f.name}`} name=${f.name} type=${f.type === 'number' ? 'number' : 'text'}
+                value=${values[f.name]} onInput=${set(f.name)} placeholder=${f.placeholder ?? ''}
+                aria-invalid=${errors[f.name] ? 'true' : undefined} aria-describedby=${errors[f.name] ? `e-${f.name}` : undefined} />`
+        }
+      <//>`,
+    )}
+    <${ErrorLine} error=${failure} />
+    <div class="actions">
+      <button type="submit" disabled=${busy}>Save</button>
+      <button type="button" class="secondary" onClick=${onCancel}>Cancel</button>
+    </div>
+  </form>`;
+}
+
+/** A delete button that asks once more in place (no browser dialog). */
+function DeleteButton({ onDelete }) {
+  const [armed, setArmed] = useState(false);
+  return armed
+    ? html`<button type="button" class="danger" onClick=${onDelete}>Confirm delete</button>
+        <button type="button" class="secondary" onClick=${() => setArmed(false)}>Keep</button>`
+    : html`<button type="button" class="secondary" onClick=${() => setArmed(true)}>Delete</button>`;
+}
+
+/** Form values are strings; the API wants numbers, lists and only what changed. */
+function toBody(fields, values, initial, id) {
+  const body = {};
+  for (const f of fields) {
+    const raw = values[f.name];
+    const v =
+      f.type === 'number'
+        ? raw === ''
+          ? raw
+          : Number(raw)
+        : f.type === 'countries'
+          ? String(raw)
+              .split(/[\s,]+/)
+              .filter(Boolean)
+              .map((c) => c.toUpperCase())
+          : f.name === 'redirect_code'
+            ? Number(raw)
+            : raw;
+    if (
+      id === undefined ||
+      JSON.stringify(v) !== JSON.stringify(f.toForm ? f.toForm(initial) : initial[f.name])
+    ) {
+      if (f.type === 'countries') body.filters = { ...body.filters, [f.name]: v };
+      else body[f.name] = v;
+    }
+  }
+  // An edit of one country list keeps the other: filters are replaced as a whole.
+  if (id !== undefined && body.filters) {
+    for (const f of fields.filter((x) => x.type === 'countries')) {
+      body.filters[f.name] ??= String(values[f.name])
+        .split(/[\s,]+/)
+        .filter(Boolean)
+        .map((c) => c.toUpperCase());
+    }
+  }
+  return body;
+}
+
+const FLOW_FIELDS = [
+  { name: 'slug', label: 'Slug', type: 'text', placeholder: 'summer-sale' },
+  { name: 'name', label: 'Name', type: 'text' },
+  { name: 'status', label: 'Status', type: 'select', options: ['active', 'paused'] },
+  { name: 'rotation', label: 'Rotation', type: 'select', options: ['position', 'weight'] },
+];
+const STREAM_FIELDS = [
+  { name: 'name', label: 'Name', type: 'text' },
+  { name: 'type', label: 'Type', type: 'select', options: ['regular', 'forced', 'default'] },
+  { name: 'position', label: 'Position', type: 'number' },
+  { name: 'weight', label: 'Weight', type: 'number' },
+  { name: 'status', label: 'Status', type: 'select', options: ['active', 'paused'] },
+  {
+    name: 'countries_include',
+    label: 'Countries included (e.g. DE, AT)',
+    type: 'countries',
+    toForm: (s) => s.filters?.countries_include ?? [],
+  },
+  {
+    name: 'countries_exclude',
+    label: 'Countries excluded',
+    type: 'countries',
+    toForm: (s) => s.filters?.countries_exclude ?? [],
+  },
+  { name: 'target_url', label: 'Target URL (macros {country} {flow} {stream} {request_id})', type: 'text' },
+  { name: 'redirect_code', label: 'Redirect code', type: 'select', options: ['302', '301', '303', '307'] },
+];
+
+const formValues = (fields, record) =>
+  Object.fromEntries(
+    fields.map((f) => {
+      const v = f.toForm ? f.toForm(record) : record[f.name];
+      return [f.name, Array.isArray(v) ? v.join(', ') : v === undefined || v === null ? '' : String(v)];
+    }),
+  );
+
+function Streams({ flow, admin }) {
+  const [version, setVersion] = useState(0);
+  const paged = usePaged('/acp/streams/list', { flow_id: flow.id }, version);
+  const [editing, setEditing] = useState(null);
+  const [failure, setFailure] = useState(null);
+  const done = () => {
+    setEditing(null);
+    setVersion((v) => v + 1);
+  };
+  const save = async (values) => {
+    if (editing === 'new') {
+      await acp('/acp/streams/create', { flow_id: flow.id, ...toBody(STREAM_FIELDS, values, {}) });
+    } else {
+      await acp('/acp/streams/update', {
+        id: editing.id,
+        version: editing.version,
+        ...toBody(STREAM_FIELDS, values, editing, editing.id),
+      });
+    }
+    done();
+  };
+  const remove = async (s) => {
+    try {
+      await acp('/acp/streams/delete', { id: s.id });
+      setFailure(null);
+      done();
+    } catch (err) {
+      setFailure(err);
+    }
+  };
+  const columns = [
+    { key: 'name', label: 'Stream', sort: (s) => s.name },
+    { key: 'type', label: 'Type', sort: (s) => s.type },
+    { key: 'position', label: 'Pos', num: true, sort: (s) => s.position },
+    { key: 'weight', label: 'Weight', num: true, sort: (s) => s.weight },
+    { key: 'status', label: 'Status', sort: (s) => s.status },
+    {
+      key: 'filters',
+      label: 'Countries',
+      render: (s) =>
+        [
+          s.filters?.countries_include?.length ? `only ${s.filters.countries_include.join(' ')}` : '',
+          s.filters?.countries_exclude?.length ? `not ${s.filters.countries_exclude.join(' ')}` : '',
+        ]
+          .filter(Boolean)
+          .join('; ') || 'all',
+    },
+    {
+      key: 'target_url',
+      label: 'Target',
+      render: (s) => html`<code class="clip" title=${s.target_url}>${s.redirect_code} ${s.target_url}</code>
+        ${s.target_status === 'unreachable' ? html` <span class="badge bad" title=${s.target_error ?? ''}>unreachable</span>` : ''}`,
+    },
+    { key: 'hits', label: 'Hits', num: true, sort: (s) => s.hits, render: (s) => fmt.n(s.hits) },
+    ...(admin
+      ? [
+          {
+            key: 'actions',
+            label: '',
+            render: (s) => html`<div class="actions">
+              <button type="button" class="secondary" onClick=${() => setEditing(s)}>Edit</button>
+              <${DeleteButton} onDelete=${() => remove(s)} />
+            </div>`,
+          },
+        ]
+      : []),
+  ];
+  return html`<section class="panel" aria-label=${`Streams of ${flow.slug}`}>
+    <header>
+      <h3>Streams of <code>${flow.slug}</code></h3>
+      ${admin && editing === null ? html`<button type="button" onClick=${() => setEditing('new')}>New stream</button>` : ''}
+    </header>
+    ${
+      editing
+        ? html`<${EditForm}
+            key=${editing === 'new' ? 'new' : editing.id}
+            title=${editing === 'new' ? 'New stream' : `Edit stream ${editing.name}`}
+            fields=${STREAM_FIELDS}
+            initial=${formValues(
+              STREAM_FIELDS,
+              editing === 'new'
+                ? { type: 'regular', position: 0, weight: 100, status: 'active', redirect_code: 302 }
+                : editing,
+            )}
+            onSave=${save}
+            onCancel=${() => setEditing(null)}
+          />`
+        : ''
+    }
+    <${ErrorLine} error=${paged.error ?? failure} />
+    ${paged.page ? html`<${SortTable} label="Streams" columns=${columns} rows=${paged.page.items} rowKey=${(s) => s.id} />` : html`<p>Loading…</p>`}
+    <${Pager} paged=${paged} />
+  </section>`;
+}
+
+/** Flows with their streams: lists for everyone, create/edit/delete for admins. */
+export function FlowsPage({ me }) {
+  const admin = can(me.role, 'admin');
+  const [version, setVersion] = useState(0);
+  const paged = usePaged('/acp/traffic-flows/list', undefined, version);
+  const [editing, setEditing] = useState(null);
+  const [selected, setSelected] = useState(null);
+  const [failure, setFailure] = useState(null);
+  const done = () => {
+    setEditing(null);
+    setVersion((v) => v + 1);
+  };
+  const save = async (values) => {
+    const flow =
+      editing === 'new'
+        ? await acp('/acp/traffic-flows/create', toBody(FLOW_FIELDS, values, {}))
+        : await acp('/acp/traffic-flows/update', {
+            id: editing.id,
+            version: editing.version,
+            ...toBody(FLOW_FIELDS, values, editing, editing.id),
+          });
+    setSelected(flow);
+    done();
+  };
+  const remove = async (f) => {
+    try {
+      await acp('/acp/traffic-flows/delete', { id: f.id });
+      if (selected?.id === f.id) setSelected(null);
+      setFailure(null);
+      done();
+    } catch (err) {
+      setFailure(err);
+    }
+  };
+  const columns = [
+    {
+      key: 'slug',
+      label: 'Slug',
+      sort: (f) => f.slug,
+      render: (f) =>
+        html`<button type="button" class="link" onClick=${() => setSelected(f)}>${f.slug}</button>`,
+    },
+    { key: 'name', label: 'Name', sort: (f) => f.name },
+    { key: 'status', label: 'Status', sort: (f) => f.status },
+    { key: 'rotation', label: 'Rotation' },
+    { key: 'clicks', label: 'Clicks', num: true, sort: (f) => f.clicks, render: (f) => fmt.n(f.clicks) },
+    {
+      key: 'no_match',
+      label: 'No match',
+      num: true,
+      sort: (f) => f.no_match,
+      render: (f) => fmt.n(f.no_match),
+    },
+    {
+      key: 'go',
+      label: 'Link',
+      render: (f) => html`<a href=${`/go/${f.slug}`} data-testid=${`go-${f.slug}`}>/go/${f.slug}</a>`,
+    },
+    ...(admin
+      ? [
+          {
+            key: 'actions',
+            label: '',
+            render: (f) => html`<div class="actions">
+              <button type="button" class="secondary" onClick=${() => setEditing(f)}>Edit</button>
+              <${DeleteButton} onDelete=${() => remove(f)} />
+            </div>`,
+          },
+        ]
+      : []),
+  ];
+  return html`<section aria-label="Flows and streams">
+    <header class="page-head">
+      <h2>Traffic flows</h2>
+      ${admin && editing === null ? html`<button type="button" onClick=${() => setEditing('new')}>New flow</button>` : ''}
+    </header>
+    ${
+      editing
+        ? html`<${EditForm}
+            key=${editing === 'new' ? 'new' : editing.id}
+            title=${editing === 'new' ? 'New flow' : `Edit flow ${editing.slug}`}
+            fields=${FLOW_FIELDS}
+            initial=${formValues(FLOW_FIELDS, editing === 'new' ? { status: 'active', rotation: 'position' } : editing)}
+            onSave=${save}
+            onCancel=${() => setEditing(null)}
+          />`
+        : ''
+    }
+    <${ErrorLine} error=${paged.error ?? failure} />
+    ${paged.page ? html`<${SortTable} label="Flows" columns=${columns} rows=${paged.page.items} rowKey=${(f) => f.id} rowClass=${(f) => (f.id === selected?.id ? 'selected' : '')} />` : html`<p>Loading…</p>`}
+    <${Pager} paged=${paged} />
+    ${selected ? html`<${Streams} key=${selected.id} flow=${selected} admin=${admin} />` : html`<p class="hint">Pick a flow's slug to see its streams.</p>`}
+  </section>`;
+}

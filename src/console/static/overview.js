@@ -1,0 +1,111 @@
+import { html } from 'htm/preact';
+import { useEffect, useRef } from 'preact/hooks';
+import uPlot from 'uplot';
+import { Card, fmt, Row } from './ui.js';
+
+const COLOURS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2'];
+
+/** A uPlot chart that follows its container's width (1280 px desktop or a phone). */
+function Chart({ title, series, data, unit }) {
+  const box = useRef(null);
+  const plot = useRef(null);
+  const key = series.join('|');
+  // Rebuilt only when the series change; new points go through setData below.
+  useEffect(() => {
+    const el = box.current;
+    const opts = {
+      width: Math.max(240, el.clientWidth),
+      height: 180,
+      legend: { show: true, live: false },
+      // Rates and latencies start at zero, so a flat line reads as flat, not as noise.
+      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+      axes: [{}, { size: 64, values: (_u, vals) => vals.map((v) => `${fmt.n(v)}${unit}`) }],
+      series: [{}, ...series.map((label, i) => ({ label, stroke: COLOURS[i % COLOURS.length], width: 1.5 }))],
+    };
+    plot.current = new uPlot(opts, data, el);
+    const ro = new ResizeObserver(() =>
+      plot.current?.setSize({ width: Math.max(240, el.clientWidth), height: 180 }),
+    );
+    ro.observe(el);
+    return () => {
+      ro.disconnect();
+      plot.current?.destroy();
+      plot.current = null;
+    };
+  }, [key]);
+  useEffect(() => {
+    plot.current?.setData(data);
+  }, [data]);
+  return html`<figure class="chart"><figcaption>${title}</figcaption><div ref=${box}></div></figure>`;
+}
+
+const sum = (controllers, field) => Object.values(controllers ?? {}).reduce((n, e) => n + (e[field] ?? 0), 0);
+
+/** Rates between consecutive samples, and the p95 of the busiest routes, as uPlot columns. */
+function series(history) {
+  const xs = [];
+  const rate = [];
+  const errors = [];
+  for (let i = 1; i < history.length; i++) {
+    const a = history[i - 1];
+    const b = history[i];
+    const dt = (b.t - a.t) / 1000;
+    xs.push(b.t / 1000);
+    rate.push(Math.max(0, (sum(b.metrics.controllers, 'count') - sum(a.metrics.controllers, 'count')) / dt));
+    errors.push(
+      Math.max(0, (sum(b.metrics.controllers, 'errors') - sum(a.metrics.controllers, 'errors')) / dt),
+    );
+  }
+  const last = history.at(-1)?.metrics.controllers ?? {};
+  const routes = Object.entries(last)
+    .sort((x, y) => y[1].count - x[1].count)
+    .slice(0, 5)
+    .map(([r]) => r);
+  const p95 = routes.map((r) => history.slice(1).map((s) => s.metrics.controllers?.[r]?.p95_ms ?? null));
+  return { xs, rate, errors, routes, p95 };
+}
+
+export function OverviewPage({ me, live }) {
+  const m = live.metrics;
+  if (!m) return html`<p>Loading…</p>`;
+  const { xs, rate, errors, routes, p95 } = series(live.history);
+  const leader = live.cluster?.leader_id;
+  return html`<section aria-label="Overview">
+    <div class="cards">
+      <${Card} title="Node">
+        <${Row} k="node id" v=${html`<code data-testid="overview-node-id">${m.host.server_id}</code>`} />
+        <${Row} k="leader" v=${m.host.is_leader ? 'this node' : (leader ?? 'none')} />
+        <${Row} k="uptime" v=${fmt.duration(m.host.uptime_seconds)} />
+        <${Row} k="version" v=${m.version ?? 'not set'} />
+        <${Row} k="commit" v=${html`<code>${me.commit}</code>`} />
+      <//>
+      <${Card} title="Cache">
+        <${Row} k="entries" v=${`${fmt.n(m.cache.entries)} / ${fmt.n(m.cache.max_entries)}`} />
+        <${Row} k="hit ratio" v=${fmt.pct(m.cache.hit_ratio)} />
+        <${Row} k="evictions" v=${fmt.n(m.cache.evictions)} />
+      <//>
+      <${Card} title="Database">
+        <${Row} k="driver" v=${m.db.driver} />
+        <${Row} k="status" v=${html`<span class=${m.db.status === 'up' ? 'ok-text' : 'bad-text'}>${m.db.status}</span>`} />
+        <${Row} k="queries / errors" v=${`${fmt.n(m.db.queries)} / ${fmt.n(m.db.errors)}`} />
+        <${Row} k="p95" v=${fmt.ms(m.db.p95_ms)} />
+      <//>
+      <${Card} title="Outgoing HTTP">
+        <${Row} k="requests" v=${fmt.n(m.http.total_requests)} />
+        <${Row} k="errors" v=${html`<span class=${m.http.errors > 0 ? 'bad-text' : ''}>${fmt.n(m.http.errors)}</span>`} />
+        <${Row} k="retries" v=${fmt.n(m.http.retries)} />
+      <//>
+      <${Card} title="Traffic">
+        <${Row} k="flows (active)" v=${`${fmt.n(m.traffic_flows.total)} (${fmt.n(m.traffic_flows.active)})`} />
+        <${Row} k="clicks / no match" v=${`${fmt.n(m.traffic_flows.clicks)} / ${fmt.n(m.traffic_flows.no_match)}`} />
+        <${Row} k="streams (active)" v=${`${fmt.n(m.streams.total)} (${fmt.n(m.streams.active)})`} />
+      <//>
+    </div>
+    <div class="charts">
+      <${Chart} title="Requests per second, all routes" series=${['req/s']} data=${[xs, rate]} unit="" />
+      <${Chart} title="Errors per second" series=${['errors/s']} data=${[xs, errors]} unit="" />
+      <${Chart} title="p95 by route (busiest five)" series=${routes} data=${[xs, ...p95]} unit=" ms" />
+    </div>
+    <p class="hint">Sampled every 5 s while this tab is open; the last 15 minutes are kept in the page.</p>
+  </section>`;
+}

@@ -1,0 +1,114 @@
+import { html } from 'htm/preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+
+/** How often pages re-read what they show. */
+export const POLL_MS = 5000;
+
+export const fmt = {
+  n: (v) => (typeof v === 'number' ? v.toLocaleString('en-US', { maximumFractionDigits: 1 }) : '–'),
+  ms: (v) => (typeof v === 'number' ? `${v.toLocaleString('en-US', { maximumFractionDigits: 1 })} ms` : '–'),
+  pct: (v) => (typeof v === 'number' ? `${(v * 100).toFixed(1)} %` : '–'),
+  bytes: (v) => (typeof v === 'number' ? `${(v / 1048576).toFixed(1)} MB` : '–'),
+  duration(seconds) {
+    if (typeof seconds !== 'number') return '–';
+    const s = Math.floor(seconds);
+    const d = Math.floor(s / 86400);
+    const h = Math.floor((s % 86400) / 3600);
+    const m = Math.floor((s % 3600) / 60);
+    return d > 0 ? `${d}d ${h}h` : h > 0 ? `${h}h ${m}m` : m > 0 ? `${m}m ${s % 60}s` : `${s}s`;
+  },
+  time: (iso) => (iso ? new Date(iso).toLocaleTimeString('en-GB') : '–'),
+  since(iso, now = Date.now()) {
+    return iso ? `${fmt.time(iso)} (${fmt.duration((now - Date.parse(iso)) / 1000)} ago)` : '–';
+  },
+};
+
+/** Calls `fn` now and every `ms` while mounted (and when `deps` change); returns [data, error, reload]. */
+export function usePoll(fn, ms, deps = []) {
+  const [state, setState] = useState({ data: null, error: null });
+  const [tick, setTick] = useState(0);
+  const alive = useRef(true);
+  // Restarts when the caller's deps change (or on reload); `fn` is read fresh each run.
+  useEffect(() => {
+    alive.current = true;
+    let timer;
+    const run = async () => {
+      try {
+        const data = await fn();
+        if (alive.current) setState({ data, error: null });
+      } catch (error) {
+        if (alive.current) setState((s) => ({ data: s.data, error }));
+      }
+      if (alive.current && ms > 0) timer = setTimeout(run, ms);
+    };
+    run();
+    return () => {
+      alive.current = false;
+      clearTimeout(timer);
+    };
+  }, [...deps, tick]);
+  return [state.data, state.error, () => setTick((t) => t + 1)];
+}
+
+export const ErrorLine = ({ error }) =>
+  error
+    ? html`<p class="error" role="alert">
+        ${error.message}${error.code && error.code !== 'network' ? html` <code>${error.code}</code>` : ''}
+        ${error.requestId ? html` <small>request ${error.requestId}</small>` : ''}
+      </p>`
+    : null;
+
+/**
+ * A table sortable by the columns that say so. `columns`: [{key, label, sort?: (row) => value,
+ * render?: (row) => vnode, num?}]; `rowClass(row)` marks rows (errors, flags).
+ */
+export function SortTable({ columns, rows, initial, rowClass, rowKey, label }) {
+  const [sort, setSort] = useState(initial ?? null);
+  const col = columns.find((c) => c.key === sort?.key);
+  const sorted = col?.sort
+    ? [...rows].sort((a, b) => {
+        const x = col.sort(a);
+        const y = col.sort(b);
+        return (x < y ? -1 : x > y ? 1 : 0) * (sort.desc ? -1 : 1);
+      })
+    : rows;
+  const toggle = (c) => setSort((s) => ({ key: c.key, desc: s?.key === c.key ? !s.desc : true }));
+  return html`<div class="table-wrap">
+    <table aria-label=${label}>
+      <thead>
+        <tr>
+          ${columns.map(
+            (c) =>
+              html`<th class=${c.num ? 'num' : ''} aria-sort=${sort?.key === c.key ? (sort.desc ? 'descending' : 'ascending') : undefined}>
+                ${
+                  c.sort
+                    ? html`<button type="button" class="sort" onClick=${() => toggle(c)}>
+                        ${c.label}${sort?.key === c.key ? (sort.desc ? ' ▾' : ' ▴') : ''}
+                      </button>`
+                    : c.label
+                }
+              </th>`,
+          )}
+        </tr>
+      </thead>
+      <tbody>
+        ${sorted.map(
+          (r) =>
+            html`<tr key=${rowKey(r)} class=${rowClass?.(r) ?? ''}>
+              ${columns.map(
+                (c) =>
+                  html`<td class=${c.num ? 'num' : ''} data-label=${c.label}>
+                    ${c.render ? c.render(r) : r[c.key]}
+                  </td>`,
+              )}
+            </tr>`,
+        )}
+        ${sorted.length === 0 ? html`<tr><td colspan=${columns.length} class="empty">nothing here</td></tr>` : ''}
+      </tbody>
+    </table>
+  </div>`;
+}
+
+export const Card = ({ title, children }) =>
+  html`<section class="card"><h3>${title}</h3><dl>${children}</dl></section>`;
+export const Row = ({ k, v }) => html`<dt>${k}</dt><dd>${v}</dd>`;

@@ -1,0 +1,152 @@
+import {
+  auditVersions,
+  evaluate,
+  type FailedCallView,
+  type NodeReport,
+  type NodeSnapshot,
+  type ProcedureItem,
+  type TaskView,
+} from './procedures.ts';
+
+/** Exit codes of `sluice doctor`: healthy, findings, and "could not even ask". */
+export const DOCTOR_EXIT = { healthy: 0, findings: 1, unreachable: 2 } as const;
+
+export interface DoctorOptions {
+  urls: readonly string[];
+  token: string;
+  taskP95Ms: number;
+  /** Per ACP call. */
+  timeoutMs?: number;
+  now?: () => number;
+}
+
+export type NodeResult =
+  | (NodeReport & { reachable: true })
+  | { url: string; reachable: false; error: string };
+
+export interface DoctorReport {
+  generated_at: string;
+  task_p95_ms: number;
+  healthy: boolean;
+  exit_code: number;
+  nodes: NodeResult[];
+  /** Procedure 7 across the nodes given (one node: its own build). */
+  version_audit: { status: 'ok' | 'finding'; summary: string; items: ProcedureItem[] };
+}
+
+/** The node could not be asked: down, not Sluice, or the token was refused (exit 2). */
+export class UnreachableError extends Error {}
+
+interface Answer {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+function errorCode(a: Answer): string {
+  const e = a.body.error as { code?: string } | undefined;
+  return `${a.status}${e?.code ? ` ${e.code}` : ''}`;
+}
+
+/** Reads one node through its public ACP, as any operator script could. */
+export async function gather(
+  url: string,
+  token: string,
+  timeoutMs: number,
+  now: () => number,
+): Promise<NodeSnapshot> {
+  const base = url.replace(/\/+$/, '');
+  const post = async (path: string, body: unknown = {}): Promise<Answer> => {
+    let res: Response;
+    try {
+      res = await fetch(base + path, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name;
+      throw new UnreachableError(`${base}: unreachable (${cause})`);
+    }
+    const text = await res.text();
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      throw new UnreachableError(
+        `${base}${path}: answered ${res.status} with no JSON; is this a Sluice node?`,
+      );
+    }
+    const answer = { status: res.status, body: (parsed ?? {}) as Record<string, unknown> };
+    if (res.status === 401 || (res.status === 403 && path === '/acp/system/metrics')) {
+      throw new UnreachableError(`${base}: the token was refused (${errorCode(answer)})`);
+    }
+    return answer;
+  };
+
+  const problems: string[] = [];
+  const ok = (path: string, a: Answer) => {
+    if (a.status === 200) return true;
+    problems.push(`${path} answered ${errorCode(a)}`);
+    return false;
+  };
+  const tasks = await post('/acp/cron-tasks/list');
+  const flows = await post('/acp/traffic-flows/list', { limit: 1 });
+  const streams = await post('/acp/streams/list', { limit: 1 });
+  const cluster = await post('/acp/cluster/nodes');
+  // Recent failures need the operator role; a viewer's doctor still runs, saying what it could not see.
+  const failures = await post('/acp/http-client/recent-failures', { limit: 500 });
+  // Last, so that the controllers it reads include the calls above (procedure 6 on a fresh node).
+  const metrics = await post('/acp/system/metrics');
+  return {
+    url: base,
+    metrics: ok('/acp/system/metrics', metrics) ? metrics.body : undefined,
+    tasks: ok('/acp/cron-tasks/list', tasks) ? (tasks.body.items as TaskView[]) : [],
+    commits: {
+      flows: ok('/acp/traffic-flows/list', flows) ? String(flows.body.commit) : null,
+      streams: ok('/acp/streams/list', streams) ? String(streams.body.commit) : null,
+    },
+    leaderId: ok('/acp/cluster/nodes', cluster) ? (cluster.body.leader_id as string | null) : undefined,
+    failures:
+      failures.status === 403
+        ? null
+        : ok('/acp/http-client/recent-failures', failures)
+          ? (failures.body.items as FailedCallView[])
+          : [],
+    problems,
+    now: now(),
+  };
+}
+
+/** Runs the procedures against every node given; never throws for a node's state, only reports it. */
+export async function runDoctor(o: DoctorOptions): Promise<DoctorReport> {
+  const now = o.now ?? Date.now;
+  const nodes: NodeResult[] = await Promise.all(
+    o.urls.map(async (url): Promise<NodeResult> => {
+      try {
+        const snapshot = await gather(url, o.token, o.timeoutMs ?? 10_000, now);
+        return { ...evaluate(snapshot, { taskP95Ms: o.taskP95Ms }), reachable: true };
+      } catch (err) {
+        if (err instanceof UnreachableError) return { url, reachable: false, error: err.message };
+        throw err;
+      }
+    }),
+  );
+  const reached = nodes.filter((n): n is NodeReport & { reachable: true } => n.reachable);
+  const version_audit = auditVersions(reached);
+  const findings = reached.reduce((n, r) => n + r.findings, 0) + (version_audit.status === 'finding' ? 1 : 0);
+  const exit_code =
+    reached.length < nodes.length
+      ? DOCTOR_EXIT.unreachable
+      : findings > 0
+        ? DOCTOR_EXIT.findings
+        : DOCTOR_EXIT.healthy;
+  return {
+    generated_at: new Date(now()).toISOString(),
+    task_p95_ms: o.taskP95Ms,
+    healthy: exit_code === DOCTOR_EXIT.healthy,
+    exit_code,
+    nodes,
+    version_audit,
+  };
+}

@@ -1,0 +1,400 @@
+/**
+ * The seven operator procedures of the seed (CONTRACT §9) as pure verdicts over what a node's ACP
+ * returns. `sluice doctor` gathers that data over HTTP, the console's `/acp/system/procedures`
+ * gathers it in-process; both judge it here, so the terminal and the browser never disagree.
+ */
+
+/** A task item as `/acp/cron-tasks/list` returns it (only the fields the procedures read). */
+export interface TaskView {
+  name: string;
+  kind: string;
+  execution_scope: 'leader' | 'all';
+  enabled: boolean;
+  timeout_ms?: number;
+  next_run_at: string | null;
+  runtime: {
+    running: boolean;
+    running_since: string | null;
+    runs: number;
+    failures: number;
+    p95: number;
+    last_error: string | null;
+    failures_last_hour: number;
+    failures_prev_hour: number;
+  };
+}
+
+/** A recorder entry of `controllers` (§5). */
+export interface ControllerEntry {
+  count: number;
+  errors: number;
+  avg_ms: number;
+  p95_ms: number;
+}
+
+/** A failed outgoing call as `/acp/http-client/recent-failures` returns it (fields read here). */
+export interface FailedCallView {
+  at: string;
+  task: string | null;
+  method: string;
+  url: string;
+  status: number | null;
+  error: string;
+}
+
+/** Everything the procedures judge, for one node at one moment. */
+export interface NodeSnapshot {
+  url: string;
+  /** The system metrics object (§5), or undefined when it could not be read. */
+  metrics: Record<string, unknown> | undefined;
+  tasks: readonly TaskView[];
+  /** `commit` of the two list responses; null when that list could not be read. */
+  commits: { flows: string | null; streams: string | null };
+  /** The cluster's leader as this node sees it; undefined when unknown. */
+  leaderId?: string | null | undefined;
+  /** Recent failed HTTP calls; null when the caller's role may not read them. */
+  failures: readonly FailedCallView[] | null;
+  /** ACP calls that failed while gathering, e.g. `"/acp/streams/list: 503 db.unavailable"`. */
+  problems: readonly string[];
+  /** Epoch ms of the snapshot. */
+  now: number;
+}
+
+export interface ProcedureItem {
+  /** What the line is about: a task name, a route, a check. */
+  subject: string;
+  message: string;
+  /** True when this item needs an operator's attention. */
+  finding: boolean;
+  data?: Record<string, unknown>;
+}
+
+export const PROCEDURES = [
+  { id: 1, key: 'running_tasks', title: 'Running tasks' },
+  { id: 2, key: 'failure_rise', title: 'Failures rising' },
+  { id: 3, key: 'task_p95', title: 'Task p95 over the service level' },
+  { id: 4, key: 'leader_tasks', title: 'Leader-scoped tasks' },
+  { id: 5, key: 'route_errors', title: 'Routes with errors' },
+  { id: 6, key: 'acp_health', title: 'ACP health' },
+  { id: 7, key: 'version_audit', title: 'Version audit' },
+] as const;
+
+export type ProcedureKey = (typeof PROCEDURES)[number]['key'];
+
+export interface ProcedureResult {
+  id: number;
+  key: ProcedureKey;
+  title: string;
+  status: 'ok' | 'finding';
+  summary: string;
+  items: ProcedureItem[];
+}
+
+export interface NodeReport {
+  url: string;
+  server_id: string | null;
+  is_leader: boolean | null;
+  commit: string | null;
+  version: string | null;
+  procedures: ProcedureResult[];
+  findings: number;
+}
+
+export interface ProcedureOptions {
+  /** Procedure 3's agreed level in ms. */
+  taskP95Ms: number;
+}
+
+/** A "sharp rise": at least this many failures in the last hour… */
+export const RISE_MIN_FAILURES = 3;
+/** …and at least this many times the previous hour's count. */
+export const RISE_FACTOR = 2;
+/** A leader task whose next run is this far in the past is overdue. */
+const OVERDUE_MS = 60_000;
+/** Kinds that act on the node's own memory: on leader scope, followers never do them. */
+const PER_NODE_KINDS: Record<string, string> = {
+  'stats.flush': "followers never persist their click counters (a follower's counts would wait for its stop)",
+  'cache.reload': "followers' routing caches only refresh on expiry",
+};
+
+const obj = (v: unknown): Record<string, unknown> | undefined =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;
+
+function result(key: ProcedureKey, items: ProcedureItem[], okSummary: string): ProcedureResult {
+  const def = PROCEDURES.find((p) => p.key === key)!;
+  const findings = items.filter((i) => i.finding);
+  return {
+    id: def.id,
+    key,
+    title: def.title,
+    status: findings.length > 0 ? 'finding' : 'ok',
+    summary: findings.length > 0 ? findings.map((f) => `${f.subject}: ${f.message}`).join('; ') : okSummary,
+    items,
+  };
+}
+
+/** 1. Running tasks and their `running_since`; one running past its own time limit is stuck. */
+export function runningTasks(s: NodeSnapshot): ProcedureResult {
+  const items = s.tasks
+    .filter((t) => t.runtime.running)
+    .map((t): ProcedureItem => {
+      const since = t.runtime.running_since;
+      const elapsed = since === null ? 0 : s.now - Date.parse(since);
+      const stuck = t.timeout_ms !== undefined && elapsed > t.timeout_ms;
+      return {
+        subject: t.name,
+        message: stuck
+          ? `running since ${since} (${seconds(elapsed)}), past its ${seconds(t.timeout_ms!)} limit`
+          : `running since ${since} (${seconds(elapsed)})`,
+        finding: stuck,
+        data: { running_since: since, elapsed_ms: elapsed, timeout_ms: t.timeout_ms ?? null },
+      };
+    });
+  return result(
+    'running_tasks',
+    items,
+    items.length === 0 ? 'no task is running' : `${items.length} running`,
+  );
+}
+
+/** 2. Failures in the last hour rose sharply over the previous hour: look at logs and HTTP calls. */
+export function failureRise(s: NodeSnapshot): ProcedureResult {
+  const items: ProcedureItem[] = [];
+  for (const t of s.tasks) {
+    const last = t.runtime.failures_last_hour;
+    const prev = t.runtime.failures_prev_hour;
+    if (last < RISE_MIN_FAILURES || last < RISE_FACTOR * prev) continue;
+    const calls = s.failures?.filter((f) => f.task === t.name).slice(0, 5);
+    items.push({
+      subject: t.name,
+      message:
+        `${plural(last, 'failure')} in the last hour, ${prev} the hour before` +
+        (t.runtime.last_error ? `; last error: ${t.runtime.last_error}` : '') +
+        (calls === undefined
+          ? '; its HTTP calls need the operator role to read'
+          : calls.length > 0
+            ? `; ${plural(calls.length, 'recent failed HTTP call')}`
+            : ''),
+      finding: true,
+      data: {
+        failures_last_hour: last,
+        failures_prev_hour: prev,
+        last_error: t.runtime.last_error,
+        http_failures: calls ?? null,
+      },
+    });
+  }
+  return result('failure_rise', items, 'no task fails more than the hour before');
+}
+
+/** 3. Tasks whose p95 exceeds the agreed level: they probably wait on an external service. */
+export function taskP95(s: NodeSnapshot, o: ProcedureOptions): ProcedureResult {
+  const items = s.tasks
+    .filter((t) => t.runtime.runs > 0 && t.runtime.p95 > o.taskP95Ms)
+    .map(
+      (t): ProcedureItem => ({
+        subject: t.name,
+        message: `p95 ${t.runtime.p95} ms over the agreed ${o.taskP95Ms} ms (kind ${t.kind}: does it wait on an external service?)`,
+        finding: true,
+        data: { p95_ms: t.runtime.p95, level_ms: o.taskP95Ms },
+      }),
+    );
+  return result('task_p95', items, `every task's p95 is within ${o.taskP95Ms} ms`);
+}
+
+/** 4. Leader-scoped tasks that do not run: is this node the leader, is the scope right? */
+export function leaderTasks(s: NodeSnapshot): ProcedureResult {
+  const host = obj(s.metrics?.host);
+  const isLeader = host?.is_leader === true;
+  const items: ProcedureItem[] = [];
+  const leaderScoped = s.tasks.filter((t) => t.execution_scope === 'leader' && t.enabled);
+  if (leaderScoped.length > 0 && s.leaderId === null) {
+    items.push({
+      subject: 'cluster',
+      message: `no node holds the lease: ${plural(leaderScoped.length, 'leader-scoped task')} run nowhere`,
+      finding: true,
+    });
+  }
+  for (const t of s.tasks) {
+    if (!t.enabled) {
+      items.push({ subject: t.name, message: 'disabled in configuration', finding: false });
+      continue;
+    }
+    const misfit = PER_NODE_KINDS[t.kind];
+    if (t.execution_scope === 'leader' && misfit) {
+      items.push({
+        subject: t.name,
+        message: `kind ${t.kind} on leader scope: ${misfit}; use execution_scope: all`,
+        finding: true,
+      });
+      continue;
+    }
+    if (t.execution_scope !== 'leader') continue;
+    if (!isLeader) {
+      items.push({
+        subject: t.name,
+        message: `runs on the leader (${s.leaderId ?? 'unknown'}), not on this follower`,
+        finding: false,
+      });
+    } else if (t.next_run_at === null && !t.runtime.running) {
+      items.push({ subject: t.name, message: 'this node leads but the task has no next run', finding: true });
+    } else if (
+      t.next_run_at !== null &&
+      !t.runtime.running &&
+      Date.parse(t.next_run_at) < s.now - OVERDUE_MS
+    ) {
+      items.push({
+        subject: t.name,
+        message: `overdue: its next run was due at ${t.next_run_at}`,
+        finding: true,
+      });
+    }
+  }
+  const summary =
+    leaderScoped.length === 0
+      ? 'no leader-scoped task'
+      : isLeader
+        ? `this node leads and runs ${plural(leaderScoped.length, 'leader-scoped task')}`
+        : `this node follows; ${s.leaderId ?? 'the leader'} runs ${plural(leaderScoped.length, 'leader-scoped task')}`;
+  return result('leader_tasks', items, summary);
+}
+
+/** 5. Routes whose `errors` > 0, each with its controllers entry. */
+export function routeErrors(s: NodeSnapshot): ProcedureResult {
+  const controllers = obj(s.metrics?.controllers) ?? {};
+  const items: ProcedureItem[] = [];
+  for (const [route, raw] of Object.entries(controllers)) {
+    const e = obj(raw) as ControllerEntry | undefined;
+    if (!e || !(e.errors > 0)) continue;
+    const unmatched = route === '__unmatched__';
+    items.push({
+      subject: route,
+      message: `${e.errors} of ${e.count} calls failed (avg ${e.avg_ms} ms, p95 ${e.p95_ms} ms)${unmatched ? ': requests matching no route' : ''}`,
+      // Stray paths (scanners, typos) are worth seeing but are not a route's fault.
+      finding: !unmatched,
+      data: { ...e },
+    });
+  }
+  items.sort((a, b) => Number(b.finding) - Number(a.finding) || a.subject.localeCompare(b.subject));
+  return result('route_errors', items, 'no route has errors');
+}
+
+/** 6. ACP health: metrics arrive, controllers present, `host.uptime_seconds` readable. */
+export function acpHealth(s: NodeSnapshot): ProcedureResult {
+  const m = s.metrics;
+  const items: ProcedureItem[] = [];
+  if (m === undefined) {
+    items.push({ subject: 'system metrics', message: 'could not be read', finding: true });
+  } else {
+    const controllers = obj(m.controllers);
+    const routes = controllers ? Object.keys(controllers).length : 0;
+    items.push({
+      subject: 'controllers',
+      message: controllers ? `${plural(routes, 'route')} recorded` : 'missing from system metrics',
+      finding: controllers === undefined || routes === 0,
+    });
+    const uptime = obj(m.host)?.uptime_seconds;
+    items.push({
+      subject: 'host.uptime_seconds',
+      message: typeof uptime === 'number' ? `${uptime} s` : 'missing',
+      finding: typeof uptime !== 'number',
+      ...(typeof uptime === 'number' ? { data: { uptime_seconds: uptime } } : {}),
+    });
+    const db = obj(m.db);
+    if (db?.status !== undefined) {
+      items.push({
+        subject: 'db',
+        message:
+          db.status === 'up'
+            ? `${db.driver} up`
+            : `${db.driver} ${db.status}: ${db.last_error ?? 'no error recorded'}`,
+        finding: db.status !== 'up',
+      });
+    }
+  }
+  for (const p of s.problems) items.push({ subject: 'acp', message: p, finding: true });
+  const uptime = obj(m?.host)?.uptime_seconds;
+  return result('acp_health', items, `metrics arrive; up ${typeof uptime === 'number' ? uptime : '?'} s`);
+}
+
+/** 7. Version audit of one node: `commit` of the list responses and `version` of system metrics. */
+export function versionAudit(s: NodeSnapshot): ProcedureResult {
+  const { flows, streams } = s.commits;
+  const version = typeof s.metrics?.version === 'string' ? s.metrics.version : null;
+  const items: ProcedureItem[] = [
+    {
+      subject: 'commit',
+      message: flows ?? streams ?? 'unreadable',
+      finding: flows === null && streams === null,
+    },
+    { subject: 'version', message: version ?? 'not set (app.version)', finding: false },
+  ];
+  if (flows !== null && streams !== null && flows !== streams) {
+    items.push({
+      subject: 'commit',
+      message: `the list responses disagree: flows ${flows}, streams ${streams}`,
+      finding: true,
+    });
+  }
+  return result('version_audit', items, `commit ${flows ?? streams ?? '?'}, version ${version ?? 'not set'}`);
+}
+
+/** Runs the seven procedures over one node's snapshot. */
+export function evaluate(s: NodeSnapshot, o: ProcedureOptions): NodeReport {
+  const procedures = [
+    runningTasks(s),
+    failureRise(s),
+    taskP95(s, o),
+    leaderTasks(s),
+    routeErrors(s),
+    acpHealth(s),
+    versionAudit(s),
+  ];
+  const host = obj(s.metrics?.host);
+  return {
+    url: s.url,
+    server_id: typeof host?.server_id === 'string' ? host.server_id : null,
+    is_leader: typeof host?.is_leader === 'boolean' ? host.is_leader : null,
+    commit: s.commits.flows ?? s.commits.streams,
+    version: typeof s.metrics?.version === 'string' ? s.metrics.version : null,
+    procedures,
+    findings: procedures.reduce((n, p) => n + p.items.filter((i) => i.finding).length, 0),
+  };
+}
+
+/**
+ * Procedure 7 across nodes: every node should run the same commit and version. One item per
+ * node, a finding on each node that differs from the most common build.
+ */
+export function auditVersions(
+  nodes: readonly Pick<NodeReport, 'url' | 'server_id' | 'commit' | 'version'>[],
+): {
+  status: 'ok' | 'finding';
+  summary: string;
+  items: ProcedureItem[];
+} {
+  const build = (n: { commit: string | null; version: string | null }) =>
+    `${n.commit ?? '?'} / ${n.version ?? 'not set'}`;
+  const counts = new Map<string, number>();
+  for (const n of nodes) counts.set(build(n), (counts.get(build(n)) ?? 0) + 1);
+  const common = [...counts.entries()].sort((a, b) => b[1] - a[1])[0]?.[0];
+  const items = nodes.map((n) => ({
+    subject: n.server_id ?? n.url,
+    message: `commit ${n.commit ?? '?'}, version ${n.version ?? 'not set'}${build(n) !== common ? ` (most nodes: ${common})` : ''}`,
+    finding: build(n) !== common,
+    data: { url: n.url, commit: n.commit, version: n.version },
+  }));
+  const odd = items.filter((i) => i.finding).length;
+  return {
+    status: odd > 0 ? 'finding' : 'ok',
+    summary:
+      nodes.length === 0
+        ? 'no node answered'
+        : counts.size === 1
+          ? `${plural(nodes.length, 'node')} on ${common}`
+          : `${plural(counts.size, 'build')} across ${plural(nodes.length, 'node')}; ${odd} differ from ${common}`,
+    items,
+  };
+}

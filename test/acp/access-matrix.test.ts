@@ -1,0 +1,168 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { roleAllows, sha256Hex } from '../../src/auth/index.ts';
+import { ROLES, type Role } from '../../src/config/index.ts';
+import { startTestNode, type TestNode } from '../helpers/node.ts';
+
+/**
+ * The access rule of every ACP route. A route added without a line here fails the first test:
+ * whoever adds an endpoint decides, in review, who may call it.
+ */
+const RULES: Record<string, Role> = {
+  '/acp/system/metrics': 'viewer',
+  '/acp/system/config': 'viewer',
+  '/acp/system/procedures': 'viewer',
+  '/acp/auth/whoami': 'viewer',
+  '/acp/cluster/nodes': 'viewer',
+  '/acp/cron-tasks/list': 'viewer',
+  '/acp/cron-tasks/run': 'operator',
+  '/acp/http-client/recent-failures': 'operator',
+  '/acp/traffic-flows/list': 'viewer',
+  '/acp/traffic-flows/create': 'admin',
+  '/acp/traffic-flows/update': 'admin',
+  '/acp/traffic-flows/delete': 'admin',
+  '/acp/streams/list': 'viewer',
+  '/acp/streams/create': 'admin',
+  '/acp/streams/update': 'admin',
+  '/acp/streams/delete': 'admin',
+};
+
+const METRICS_TOKEN = 'scrape-token-0123456789abcdef';
+
+describe('access control: every ACP route × every credential', () => {
+  let t: TestNode;
+  const tokens: Record<string, string> = {};
+  before(async () => {
+    t = await startTestNode({
+      yaml: `observability:\n  metrics:\n    prometheus_enabled: true\n    auth_token_sha256: ${sha256Hex(METRICS_TOKEN)}\n`,
+    });
+    for (const role of ROLES) tokens[role] = await t.token(role, `matrix-${role}`);
+    tokens.revoked = await t.token('admin', 'matrix-revoked');
+    assert.ok(await t.node.storage.operators.revoke('matrix-revoked'));
+  });
+  after(() => t.close());
+
+  test('every registered route has a rule, and the rule is the role it was registered with', () => {
+    const registered = Object.fromEntries(t.node.acp.routes.map((r) => [r.path, r.role]));
+    assert.deepEqual(registered, RULES);
+  });
+
+  test('no token, a wrong or revoked token: 401; a role below the rule: 403; at or above: through', async () => {
+    const credentials: [string, string | undefined, Role | null][] = [
+      ['no token', undefined, null],
+      ['wrong token', 'slc_not-a-real-token', null],
+      ['revoked token', tokens.revoked, null],
+      ...ROLES.map((r): [string, string, Role] => [r, tokens[r]!, r]),
+    ];
+    let n = 0;
+    const failures: string[] = [];
+    for (const [path, rule] of Object.entries(RULES)) {
+      for (const [label, token, role] of credentials) {
+        // Each call from its own address (through the trusted local proxy), so the failed-auth
+        // limit of one address never blurs the matrix.
+        const res = await t.acp(
+          path,
+          token,
+          {},
+          { 'x-forwarded-for': `10.9.${Math.floor(n / 250)}.${n++ % 250}` },
+        );
+        const body = (await res.json()) as { error?: { code: string; request_id: string } };
+        const expected = role === null ? 401 : roleAllows(role, rule) ? 'through' : 403;
+        const ok =
+          expected === 'through'
+            ? res.status !== 401 && res.status !== 403 && res.status < 500
+            : res.status === expected &&
+              body.error?.code === (expected === 401 ? 'auth.unauthorized' : 'auth.forbidden') &&
+              t.logs.apiErrors(body.error.request_id).length === 1;
+        if (!ok)
+          failures.push(
+            `${path} as ${label}: ${res.status} ${body.error?.code ?? ''} (expected ${expected})`,
+          );
+      }
+    }
+    assert.deepEqual(failures, []);
+  });
+
+  test('/metrics with a scrape token configured: none or wrong is 401, the token is 200', async () => {
+    assert.equal((await fetch(`${t.url}/metrics`)).status, 401);
+    assert.equal(
+      (await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}x` } })).status,
+      401,
+    );
+    // An ACP token is not a scrape token.
+    assert.equal(
+      (await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${tokens.admin}` } })).status,
+      401,
+    );
+    const ok = await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    assert.equal(ok.status, 200);
+    assert.match(await ok.text(), /sluice_controller_requests_total/);
+  });
+
+  test('no token, no secret in the logs: neither the tokens nor their Authorization headers', () => {
+    for (const token of [...Object.values(tokens), METRICS_TOKEN]) {
+      assert.ok(!t.logs.raw.includes(token), 'a token reached the log');
+    }
+    assert.ok(!/bearer\s+\S/i.test(t.logs.raw), 'an Authorization value reached the log');
+  });
+});
+
+describe('failed-authentication limiting per client address', () => {
+  let t: TestNode;
+  let admin: string;
+  before(async () => {
+    t = await startTestNode({
+      yaml: `acp:\n  auth_rate_limit:\n    max_failures: 3\n    window_ms: 1500\nobservability:\n  metrics:\n    prometheus_enabled: true\n    auth_token_sha256: ${sha256Hex(METRICS_TOKEN)}\n`,
+    });
+    admin = await t.token('admin');
+  });
+  after(() => t.close());
+
+  const from = (address: string) => ({ 'x-forwarded-for': address });
+
+  test('after max_failures an address gets 429 rate.limited, even with a good token, until its window ends', async () => {
+    const a = from('198.51.100.7');
+    for (let i = 0; i < 3; i++) {
+      const res = await t.acp('/acp/system/metrics', `slc_guess-${i}`, {}, a);
+      assert.equal(res.status, 401);
+      await res.body?.cancel();
+    }
+    const limited = await t.acp('/acp/system/metrics', admin, {}, a);
+    assert.equal(limited.status, 429);
+    const retryAfter = Number(limited.headers.get('retry-after'));
+    assert.ok(retryAfter >= 1 && retryAfter <= 2, `Retry-After ${retryAfter}`);
+    const body = (await limited.json()) as {
+      error: { code: string; request_id: string; details: { retry_after_seconds: number } };
+    };
+    assert.equal(body.error.code, 'rate.limited');
+    assert.equal(body.error.details.retry_after_seconds, retryAfter);
+    const records = t.logs.apiErrors(body.error.request_id);
+    assert.equal(records.length, 1);
+    assert.equal(records[0]!.http_status, 429);
+
+    // Another address is not affected.
+    assert.equal((await t.acp('/acp/system/metrics', admin, {}, from('198.51.100.8'))).status, 200);
+
+    await new Promise((r) => setTimeout(r, 1600));
+    const again = await t.acp('/acp/system/metrics', admin, {}, a);
+    assert.equal(again.status, 200);
+    await again.json();
+  });
+
+  test('wrong scrape tokens on /metrics count against the address too', async () => {
+    const b = from('203.0.113.9');
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${t.url}/metrics`, { headers: { authorization: 'Bearer wrong', ...b } });
+      assert.equal(res.status, 401);
+      await res.body?.cancel();
+    }
+    const limited = await fetch(`${t.url}/metrics`, {
+      headers: { authorization: `Bearer ${METRICS_TOKEN}`, ...b },
+    });
+    assert.equal(limited.status, 429);
+    await limited.body?.cancel();
+    const acp = await t.acp('/acp/system/metrics', admin, {}, b);
+    assert.equal(acp.status, 429, 'one budget per address across the ACP and /metrics');
+    await acp.body?.cancel();
+  });
+});

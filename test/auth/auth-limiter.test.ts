@@ -1,0 +1,63 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { AuthLimiter } from '../../src/auth/index.ts';
+import { ApiError } from '../../src/errors/index.ts';
+import { ManualClock } from '../../src/time/index.ts';
+
+const limited = (l: AuthLimiter, address: string) => {
+  try {
+    l.check(address);
+    return false;
+  } catch (err) {
+    assert.ok(err instanceof ApiError && err.code === 'rate.limited');
+    return true;
+  }
+};
+
+describe('AuthLimiter', () => {
+  test('locks an address after max failures within the window, and only until the window ends', () => {
+    const clock = new ManualClock();
+    const l = new AuthLimiter({ maxFailures: 2, windowMs: 10_000, clock });
+    l.failed('a');
+    assert.equal(limited(l, 'a'), false);
+    l.failed('a');
+    assert.equal(limited(l, 'a'), true);
+    assert.equal(limited(l, 'b'), false);
+    clock.advance(9_999);
+    assert.equal(limited(l, 'a'), true);
+    clock.advance(1);
+    assert.equal(limited(l, 'a'), false);
+  });
+
+  test('failures spread over windows never lock', () => {
+    const clock = new ManualClock();
+    const l = new AuthLimiter({ maxFailures: 2, windowMs: 1000, clock });
+    for (let i = 0; i < 10; i++) {
+      l.failed('a');
+      clock.advance(1000);
+      assert.equal(limited(l, 'a'), false);
+    }
+  });
+
+  test('the wait is in the error: seconds, rounded up', () => {
+    const clock = new ManualClock();
+    const l = new AuthLimiter({ maxFailures: 1, windowMs: 2500, clock });
+    l.failed('a');
+    clock.advance(100);
+    assert.throws(
+      () => l.check('a'),
+      (err: ApiError) => (err.details as { retry_after_seconds: number }).retry_after_seconds === 3,
+    );
+  });
+
+  test('max_failures 0 turns it off; memory is bounded by maxAddresses', () => {
+    const clock = new ManualClock();
+    const off = new AuthLimiter({ maxFailures: 0, windowMs: 1000, clock });
+    for (let i = 0; i < 100; i++) off.failed('a');
+    assert.equal(limited(off, 'a'), false);
+    assert.equal(off.size, 0);
+    const bounded = new AuthLimiter({ maxFailures: 1, windowMs: 1000, clock, maxAddresses: 100 });
+    for (let i = 0; i < 10_000; i++) bounded.failed(`10.0.${i >> 8}.${i & 255}`);
+    assert.equal(bounded.size, 100);
+  });
+});

@@ -1,0 +1,185 @@
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import { browserMissing, launchBrowser, screenshot, watchConsole } from '../helpers/browser.ts';
+import { startTestNode, type TestNode } from '../helpers/node.ts';
+
+const skip = browserMissing();
+
+/** The web console in headless Chromium against a real node: what an operator clicks, end to end. */
+describe('web console in a browser', { skip }, () => {
+  let t: TestNode;
+  let browser: Browser;
+  let upstream: Server;
+  let upstreamUrl: string;
+  let admin: string;
+  let viewer: string;
+
+  before(async () => {
+    upstream = createServer((req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' }).end(`<h1 id="landed">landed ${req.url}</h1>`);
+    });
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const addr = upstream.address();
+    upstreamUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
+    // A task that fails every second against a closed port: procedure 2 must flag it.
+    t = await startTestNode({
+      yaml: `cron:\n  tasks:\n    flaky:\n      kind: http.probe\n      schedule: "* * * * * *"\n      execution_scope: all\n      url: http://127.0.0.1:1/health\n      timeout_ms: 2000\n`,
+    });
+    admin = await t.token('admin', 'alice');
+    viewer = await t.token('viewer', 'victor');
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    await browser?.close();
+    await t?.close();
+    upstream?.close();
+  });
+
+  async function signIn(page: Page, token: string): Promise<void> {
+    await page.goto(`${t.url}/acp/`);
+    await page.fill('#token', token);
+    await page.click('form[aria-label="Sign in"] button[type=submit]');
+    await page.waitForSelector('[data-testid=overview-node-id]');
+  }
+
+  test('a wrong token is refused on the form; a good one signs in, stays out of the URL and survives a reload', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const seen = watchConsole(page);
+    await page.goto(`${t.url}/acp/`);
+    await page.fill('#token', 'not-a-token');
+    await page.click('form[aria-label="Sign in"] button[type=submit]');
+    await page.waitForSelector('[role=alert]');
+    assert.match((await page.textContent('[role=alert]')) ?? '', /refused/);
+    await page.fill('#token', admin);
+    await page.click('form[aria-label="Sign in"] button[type=submit]');
+    await page.waitForSelector('[data-testid=overview-node-id]');
+    assert.ok(!page.url().includes(admin), 'the token is never in the URL');
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('sluice.token')), admin);
+    assert.equal(await page.evaluate(() => localStorage.getItem('sluice.token')), null);
+    await page.reload();
+    await page.waitForSelector('[data-testid=overview-node-id]');
+    await page.click('text=Sign out');
+    await page.waitForSelector('#token');
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('sluice.token')), null);
+    // The one refusal above is the only console noise: the browser reports the 401 it got.
+    assert.deepEqual(
+      seen.errors.filter((e) => !/status of 401/.test(e)),
+      [],
+    );
+    await page.close();
+  });
+
+  test('an admin sees the node, a flagged failing task and its HTTP calls, then creates a flow and follows its redirect', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const seen = watchConsole(page);
+    await signIn(page, admin);
+
+    // Overview: the node id of this very node, and the charts.
+    assert.equal(await page.textContent('[data-testid=overview-node-id]'), t.node.serverId);
+    assert.equal(await page.textContent('[data-testid=node-id]'), t.node.serverId);
+    assert.equal(await page.locator('.chart .uplot').count(), 3);
+    await screenshot(page, 'console-overview');
+
+    // Tasks: the failing task is flagged as rising, and its failed HTTP calls are one click away.
+    await page.click('nav a[href="#/tasks"]');
+    await page.waitForSelector('tr:has(code:text-is("flaky")) [data-testid=rise]', { timeout: 20_000 });
+    assert.match((await page.getAttribute('tr:has(code:text-is("flaky"))', 'class')) ?? '', /bad/);
+    await page.click('tr:has(code:text-is("flaky")) button:text("HTTP failures")');
+    await page.waitForSelector('section[aria-label="HTTP failures of flaky"] td[data-label=Call]');
+    assert.match(
+      (await page.textContent('section[aria-label="HTTP failures of flaky"] td[data-label=Call]')) ?? '',
+      /GET http:\/\/127\.0\.0\.1:1\/health/,
+    );
+    await screenshot(page, 'console-tasks');
+
+    // Routes: sortable, and the controllers table names the ACP routes the console called.
+    await page.click('nav a[href="#/routes"]');
+    await page.click('th button:text("Errors")');
+    assert.equal(await page.getAttribute('th:has(button:text("Errors"))', 'aria-sort'), 'descending');
+    assert.ok((await page.locator('td code:text-is("/acp/system/metrics")').count()) === 1);
+
+    // Flows: the API's validation error lands on the slug field; a fixed form creates the flow.
+    await page.click('nav a[href="#/flows"]');
+    await page.click('button:text("New flow")');
+    await page.fill('#f-slug', 'Not A Slug');
+    await page.fill('#f-name', 'Browser flow');
+    await page.click('form[aria-label="New flow"] button[type=submit]');
+    await page.waitForSelector('[data-field-error=slug]');
+    assert.match((await page.textContent('[data-field-error=slug]')) ?? '', /pattern/);
+    await screenshot(page, 'console-flow-validation');
+    await page.fill('#f-slug', 'browser-flow');
+    await page.click('form[aria-label="New flow"] button[type=submit]');
+    await page.waitForSelector('section[aria-label="Streams of browser-flow"]');
+
+    // A default stream to the upstream, with a macro, through the stream form.
+    await page.click('button:text("New stream")');
+    await page.fill('#f-name', 'everyone');
+    await page.selectOption('#f-type', 'default');
+    await page.fill('#f-countries_include', 'germany');
+    await page.fill('#f-target_url', `${upstreamUrl}/landed?flow={flow}`);
+    await page.click('form[aria-label="New stream"] button[type=submit]');
+    await page.waitForSelector('[data-field-error=countries_include]');
+    await page.fill('#f-countries_include', '');
+    await page.click('form[aria-label="New stream"] button[type=submit]');
+    await page.waitForSelector('section[aria-label="Streams of browser-flow"] td:text("everyone")');
+    await screenshot(page, 'console-flows');
+
+    // The flow's own link goes through /go/:slug and lands on the target.
+    await page.click('[data-testid=go-browser-flow]');
+    await page.waitForSelector('#landed');
+    assert.equal(page.url(), `${upstreamUrl}/landed?flow=browser-flow`);
+
+    // Procedures: the failing task is the finding of procedure 2.
+    await page.goto(`${t.url}/acp/#/procedures`);
+    await page.waitForSelector('li[data-procedure=failure_rise].finding');
+    assert.match((await page.textContent('li[data-procedure=failure_rise]')) ?? '', /flaky/);
+    assert.equal(await page.locator('.checklist > li').count(), 7);
+    await screenshot(page, 'console-procedures');
+
+    // Only the two deliberate validation refusals reached the console (the browser reports a 400).
+    assert.deepEqual(
+      seen.errors.filter((e) => !/status of 400/.test(e)),
+      [],
+    );
+    await page.close();
+  });
+
+  test('a viewer on a phone sees everything but no button that changes anything', async () => {
+    const page = await browser.newPage({
+      viewport: { width: 390, height: 844 },
+      isMobile: true,
+      hasTouch: true,
+    });
+    const seen = watchConsole(page);
+    await signIn(page, viewer);
+    await screenshot(page, 'console-phone-overview');
+    await page.click('nav a[href="#/tasks"]');
+    await page.waitForSelector('table[aria-label=Tasks] code:text-is("flaky")');
+    assert.equal(await page.locator('button:text("Run now")').count(), 0);
+    assert.equal(await page.locator('button:text("HTTP failures")').count(), 0);
+    await page.click('nav a[href="#/flows"]');
+    await page.waitForSelector('table[aria-label=Flows] button:text("browser-flow")');
+    assert.equal(await page.locator('button:text("New flow")').count(), 0);
+    assert.equal(await page.locator('button:text("Edit")').count(), 0);
+    assert.equal(await page.locator('button:text("Delete")').count(), 0);
+    await page.click('table[aria-label=Flows] button:text("browser-flow")');
+    await page.waitForSelector('section[aria-label="Streams of browser-flow"] td:text("everyone")');
+    assert.equal(await page.locator('button:text("New stream")').count(), 0);
+    assert.equal(await page.locator('button:text("Edit")').count(), 0);
+    // No horizontal scrolling at phone width.
+    const overflow = await page.evaluate(() => {
+      // Runs in the page; this file is type-checked without the DOM library.
+      const w = globalThis as unknown as {
+        innerWidth: number;
+        document: { documentElement: { scrollWidth: number } };
+      };
+      return w.document.documentElement.scrollWidth - w.innerWidth;
+    });
+    assert.ok(overflow <= 0, `page is ${overflow}px wider than the phone`);
+    await screenshot(page, 'console-phone-flows');
+    assert.deepEqual(seen.errors, []);
+    await page.close();
+  });
+});

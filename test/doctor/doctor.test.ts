@@ -1,0 +1,277 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Value } from '@sinclair/typebox/value';
+import { DoctorReportSchema, runDoctor } from '../../src/doctor/index.ts';
+import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
+
+const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
+
+function doctor(args: string[], env: NodeJS.ProcessEnv = {}) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
+    const child = spawn(process.execPath, [CLI, 'doctor', ...args], {
+      env: { PATH: process.env.PATH, ...env },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
+    child.on('close', (code) => done({ code, stdout, stderr }));
+  });
+}
+
+type Report = ReturnType<typeof JSON.parse>;
+/** Fails with every schema violation listed. */
+function assertSchema(report: Report): void {
+  const errors = [...Value.Errors(DoctorReportSchema, report)].map((e) => `${e.path} ${e.message}`);
+  assert.deepEqual(errors, []);
+}
+const procedure = (report: Report, node: number, key: string) =>
+  report.nodes[node].procedures.find((p: { key: string }) => p.key === key);
+const flagged = (p: { items: { subject: string; finding: boolean }[] }) =>
+  p.items.filter((i) => i.finding).map((i) => i.subject);
+
+async function listen(handler: Parameters<typeof createServer>[1]): Promise<{ server: Server; url: string }> {
+  const server = createServer(handler);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+describe('sluice doctor against a live node', () => {
+  let t: TestNode;
+  let slow: { server: Server; url: string };
+  let admin: string;
+  let viewer: string;
+
+  before(async () => {
+    slow = await listen((_req, res) => setTimeout(() => res.writeHead(200).end('ok'), 60));
+    t = await startTestNode({
+      yaml: [
+        'app:',
+        '  commit: 0123abc',
+        '  version: 2.4.0',
+        'cron:',
+        '  tasks:',
+        '    flaky:',
+        '      kind: http.probe',
+        "      schedule: '* * * * * *'",
+        '      execution_scope: all',
+        '      url: http://127.0.0.1:1/health?api_key=hunter2',
+        '    slow:',
+        '      kind: http.probe',
+        "      schedule: '* * * * * *'",
+        '      execution_scope: all',
+        `      url: ${slow.url}/`,
+        '',
+      ].join('\n'),
+      env: {},
+    });
+    admin = await t.token('admin');
+    viewer = await t.token('viewer');
+    // An erroring route: an unknown slug and a malformed list body.
+    await fetch(`${t.url}/go/no-such-flow`, { redirect: 'manual' });
+    await t.acp('/acp/streams/list', admin, { limit: 'many' });
+    // Let the failing task fail a few times, the slow one run a few times.
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
+      const tasks = t.node.scheduler.list();
+      if (tasks.every((x) => x.runtime.runs >= 4 || x.kind !== 'http.probe')) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  });
+  after(async () => {
+    await t.close();
+    slow.server.close();
+  });
+
+  test('--json: exit 1, the schema of the report, and each finding where the procedures put it', async () => {
+    const { code, stdout } = await doctor([
+      '--url',
+      t.url,
+      '--token',
+      admin,
+      '--task-p95-ms',
+      '30',
+      '--json',
+    ]);
+    assert.equal(code, 1);
+    const report = JSON.parse(stdout);
+    assertSchema(report);
+    assert.equal(report.exit_code, 1);
+    assert.equal(report.healthy, false);
+    assert.equal(report.nodes[0].server_id, t.node.serverId);
+    assert.equal(report.nodes[0].is_leader, true);
+
+    const rise = procedure(report, 0, 'failure_rise');
+    assert.deepEqual(flagged(rise), ['flaky']);
+    const calls = rise.items[0].data.http_failures;
+    assert.ok(calls.length > 0);
+    // The failing call is there for procedure 2, with its secret query parameter masked.
+    assert.match(calls[0].url, /^http:\/\/127\.0\.0\.1:1\/health\?api_key=(%5B|\[)redacted/);
+    assert.ok(!stdout.includes('hunter2'));
+
+    assert.deepEqual(flagged(procedure(report, 0, 'task_p95')), ['slow']);
+    assert.deepEqual(flagged(procedure(report, 0, 'route_errors')), ['/acp/streams/list', '/go/:slug']);
+    const go = procedure(report, 0, 'route_errors').items.find(
+      (i: { subject: string }) => i.subject === '/go/:slug',
+    );
+    assert.deepEqual(Object.keys(go.data).sort(), ['avg_ms', 'count', 'errors', 'p95_ms']);
+    assert.equal(procedure(report, 0, 'acp_health').status, 'ok');
+    assert.equal(procedure(report, 0, 'running_tasks').status, 'ok');
+    assert.equal(procedure(report, 0, 'leader_tasks').status, 'ok');
+    assert.equal(report.nodes[0].commit, '0123abc');
+    assert.equal(report.nodes[0].version, '2.4.0');
+    assert.equal(report.version_audit.status, 'ok');
+  });
+
+  test('the text report names each procedure and finding, without colour when not on a terminal', async () => {
+    const { code, stdout } = await doctor(['--url', t.url, '--task-p95-ms', '30'], { SLUICE_TOKEN: admin });
+    assert.equal(code, 1);
+    for (const title of [
+      '1. Running tasks',
+      '2. Failures rising',
+      '5. Routes with errors',
+      '7. Version audit',
+    ]) {
+      assert.ok(stdout.includes(title), title);
+    }
+    assert.match(stdout, /flaky: \d+ failures in the last hour/);
+    assert.match(stdout, /Verdict: findings need attention \(exit 1/);
+    assert.ok(!stdout.includes('\x1b['), 'no ANSI colour in a pipe');
+  });
+
+  test('a viewer gets the verdicts, and is told the HTTP calls need the operator role', async () => {
+    const report = await runDoctor({ urls: [t.url], token: viewer, taskP95Ms: 5000 });
+    assert.equal(report.exit_code, 1);
+    const node = report.nodes[0]!;
+    assert.ok(node.reachable);
+    const rise = node.procedures.find((p) => p.key === 'failure_rise')!;
+    assert.match(rise.items[0]!.message, /operator role/);
+    assert.equal(node.procedures.find((p) => p.key === 'task_p95')!.status, 'ok');
+  });
+
+  test('exit 2 when the token is refused or the node is down; 64 for a bad command line', async () => {
+    const refused = await doctor(['--url', t.url, '--token', 'wrong', '--json']);
+    assert.equal(refused.code, 2);
+    const r = JSON.parse(refused.stdout);
+    assertSchema(r);
+    assert.match(r.nodes[0].error, /token was refused \(401 auth\.unauthorized\)/);
+
+    const { server, url } = await listen(() => {});
+    server.close();
+    const down = await doctor(['--url', url, '--token', admin]);
+    assert.equal(down.code, 2);
+    assert.match(down.stdout, /unreachable \(ECONNREFUSED\)/);
+
+    const notSluice = await listen((_q, res) =>
+      res.writeHead(200, { 'content-type': 'text/html' }).end('<html>'),
+    );
+    const odd = await doctor(['--url', notSluice.url, '--token', admin]);
+    notSluice.server.close();
+    assert.equal(odd.code, 2);
+    assert.match(odd.stdout, /no JSON; is this a Sluice node/);
+
+    assert.equal((await doctor(['--token', admin])).code, 64);
+    assert.equal((await doctor(['--url', t.url])).code, 64);
+    assert.equal((await doctor(['--url', t.url, '--token', admin, '--task-p95-ms', '0'])).code, 64);
+    assert.equal((await doctor(['--url', 'ftp://x', '--token', admin])).code, 64);
+  });
+});
+
+describe('sluice doctor on a healthy node', () => {
+  test('exit 0 and every procedure ok; its own calls do not make findings', async () => {
+    const t = await startTestNode();
+    try {
+      const token = await t.token('operator');
+      const { code, stdout } = await doctor(['--url', t.url, '--token', token, '--json']);
+      const report = JSON.parse(stdout);
+      assert.deepEqual(
+        report.nodes[0].procedures.filter((p: { status: string }) => p.status !== 'ok'),
+        [],
+      );
+      assert.equal(code, 0);
+      assert.equal(report.healthy, true);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+const skipPg = !(await pgAvailable()) && 'PostgreSQL unavailable';
+
+describe('sluice doctor across a leader and a follower on one PostgreSQL', { skip: skipPg }, () => {
+  const schema = testSchema();
+  let a: TestNode;
+  let b: TestNode;
+  let token: string;
+  const yaml = (id: string, commit: string) =>
+    `app:\n  commit: ${commit}\n  server:\n    id: ${id}\ncluster:\n  leader_election: postgres\n  lease_ttl_ms: 5000\n  renew_interval_ms: 200\n`;
+
+  before(async () => {
+    a = await startTestNode({ postgres: { schema }, yaml: yaml('doc-a', 'c0ffee') });
+    b = await startTestNode({ postgres: { schema }, yaml: yaml('doc-b', 'c0ffee') });
+    token = await a.token('operator');
+  });
+  after(async () => {
+    await b.close();
+    await a.close();
+    await dropSchema(schema);
+  });
+
+  test('the follower explains where leader tasks run; the same build on both is healthy', async () => {
+    const { code, stdout } = await doctor(['--urls', `${a.url},${b.url}`, '--token', token, '--json']);
+    const report = JSON.parse(stdout);
+    assertSchema(report);
+    assert.equal(code, 0, stdout);
+    assert.deepEqual(
+      report.nodes.map((n: { server_id: string; is_leader: boolean }) => [n.server_id, n.is_leader]),
+      [
+        ['doc-a', true],
+        ['doc-b', false],
+      ],
+    );
+    const follower = procedure(report, 1, 'leader_tasks');
+    assert.equal(follower.status, 'ok');
+    assert.match(
+      follower.items.find((i: { subject: string }) => i.subject === 'targets_check').message,
+      /runs on the leader \(doc-a\)/,
+    );
+    assert.match(report.version_audit.summary, /2 nodes on c0ffee/);
+  });
+
+  test('a node on another build is the version audit finding (exit 1)', async () => {
+    const c = await startTestNode({ postgres: { schema }, yaml: yaml('doc-c', 'deadbee') });
+    try {
+      const { code, stdout } = await doctor([
+        '--url',
+        a.url,
+        '--url',
+        b.url,
+        '--url',
+        c.url,
+        '--token',
+        token,
+        '--json',
+      ]);
+      assert.equal(code, 1);
+      const report = JSON.parse(stdout);
+      assert.equal(report.version_audit.status, 'finding');
+      assert.deepEqual(
+        report.version_audit.items
+          .filter((i: { finding: boolean }) => i.finding)
+          .map((i: { subject: string }) => i.subject),
+        ['doc-c'],
+      );
+    } finally {
+      await c.close();
+    }
+  });
+});
