@@ -1,3 +1,6 @@
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -7,7 +10,7 @@ import Fastify, {
   type onResponseHookHandler,
 } from 'fastify';
 import type { Config } from '../config/index.ts';
-import { ApiError } from '../errors/index.ts';
+import { ApiError, ERROR_CODES, type ErrorCode } from '../errors/index.ts';
 import { LazyRequestLogger, type Logger, type Telemetry, UNMATCHED_ROUTE } from '../telemetry/index.ts';
 import { sendApiError } from './error-reply.ts';
 import { CountryResolver, requestIdFrom } from './request-context.ts';
@@ -58,7 +61,44 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     frameworkErrors: (err, request, reply) => {
       sendApiError(request, reply, err);
     },
+    clientErrorHandler: (err, socket) => rejectMalformed(err as NodeJS.ErrnoException, socket as Socket),
   });
+
+  /**
+   * A request Node's parser refuses (a bare CR or LF in a header, an invalid header character,
+   * headers over 16 KB) never reaches fastify's routes. It still gets the contract: its code, a
+   * request id, the node id, and one `api error` record (without the raw bytes, which may hold an
+   * Authorization header). A client that left, or a request that timed out, gets no answer.
+   */
+  const rejectMalformed = (err: NodeJS.ErrnoException, socket: Socket) => {
+    if (!socket.writable || err.code === 'ECONNRESET' || err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+      socket.destroy();
+      return;
+    }
+    const code: ErrorCode =
+      err.code === 'HPE_HEADER_OVERFLOW' ? 'request.headers_too_large' : 'validation.invalid_input';
+    const { status } = ERROR_CODES[code];
+    const id = randomUUID();
+    const message =
+      code === 'validation.invalid_input' ? 'The request is not valid HTTP.' : ERROR_CODES[code].message;
+    const body = JSON.stringify({ error: { code, message, request_id: id } });
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nx-request-id: ${id}\r\nx-server-id: ${serverId}\r\n` +
+        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+        `connection: close\r\n\r\n${body}`,
+    );
+    telemetry.controllers.get(UNMATCHED_ROUTE).record(0, true);
+    logger.error(
+      {
+        code,
+        http_status: status,
+        error: `${err.code ?? 'HPE'}: ${err.message}`,
+        request_id: id,
+        trace_id: id,
+      },
+      'api error',
+    );
+  };
 
   app.decorateRequest('country', undefined);
   app.addHook('onRequest', (request, reply, done) => {
@@ -117,11 +157,23 @@ export function createServer(deps: ServerDeps): FastifyInstance {
 
   // JSON bodies: an empty body counts as {} (§4); prototype-poisoning keys are refused.
   // Every other media type is refused with 415 (fastify would otherwise accept text/plain).
+  // Bodies must be valid UTF-8: a lossy decode would quietly turn bad bytes into U+FFFD and store them.
   const parseJson = app.getDefaultJsonParser('error', 'error');
+  const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) done(null, {});
-    else parseJson(request, body as string, done);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, raw, done) => {
+    let body: string;
+    try {
+      body = utf8.decode(raw as Buffer);
+    } catch (err) {
+      done(
+        new ApiError('validation.invalid_input', 'The request body is not valid UTF-8.', { cause: err }),
+        undefined,
+      );
+      return;
+    }
+    if (body.trim() === '') done(null, {});
+    else parseJson(request, body, done);
   });
 
   return app;
