@@ -103,6 +103,13 @@ export class PostgresExecutor extends PostgresStatements implements SqlExecutor 
       return mapError(err, this.stats, start);
     }
     let broken = false;
+    // A checked-out client has no pool listener: a connection lost between two statements would be
+    // an unhandled 'error' event and take the whole node down (the soak's database outage found
+    // this). The statement in flight fails on its own; the client is discarded on release.
+    const onError = () => {
+      broken = true;
+    };
+    client.on('error', onError);
     try {
       await query(client, this.stats, 'BEGIN', []);
       const out = await fn(new PostgresTransaction(client, this.stats));
@@ -116,6 +123,7 @@ export class PostgresExecutor extends PostgresStatements implements SqlExecutor 
       }
       throw err;
     } finally {
+      client.removeListener('error', onError);
       client.release(broken);
     }
   }

@@ -1,0 +1,56 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { ApiError } from '../../src/errors/index.ts';
+import { PostgresExecutor } from '../../src/storage/postgres-executor.ts';
+import { QueryStats } from '../../src/storage/query-stats.ts';
+import { systemClock } from '../../src/time/index.ts';
+import { PG_URL, pgAvailable } from '../helpers/postgres.ts';
+import { TcpProxy } from '../helpers/tcp-proxy.ts';
+
+const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
+
+describe('PostgreSQL executor when the connection dies', { skip }, () => {
+  let proxy: TcpProxy;
+  let pool: pg.Pool;
+  let exec: PostgresExecutor;
+  before(async () => {
+    const db = new URL(PG_URL);
+    proxy = new TcpProxy(db.hostname, Number(db.port || 5432));
+    await proxy.start();
+    const via = new URL(PG_URL);
+    via.port = String(proxy.port);
+    pool = new pg.Pool({ connectionString: via.toString(), max: 2, connectionTimeoutMillis: 2000 });
+    pool.on('error', () => {}); // idle clients: the pool's own concern, as in openPostgres
+    exec = new PostgresExecutor(pool, new QueryStats(systemClock));
+  });
+  after(async () => {
+    await pool.end();
+    await proxy.down();
+  });
+
+  test('a connection lost between two statements of a transaction fails the transaction, not the process', async () => {
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown) => uncaught.push(err);
+    process.on('uncaughtException', onUncaught);
+    try {
+      const tx = exec.transaction(async (t) => {
+        await t.all('SELECT 1 AS one', []);
+        // The database goes away while the transaction's client sits idle between statements.
+        await proxy.down();
+        await new Promise((r) => setTimeout(r, 100));
+        await t.all('SELECT 2 AS two', []);
+      });
+      await assert.rejects(tx, (err: unknown) => err instanceof ApiError && err.code === 'db.unavailable');
+      await new Promise((r) => setTimeout(r, 50));
+      assert.deepEqual(uncaught, []);
+
+      // The broken client was discarded: once the database is back, the pool works again.
+      await proxy.up();
+      const rows = await exec.all<{ n: number }>('SELECT 3 AS n', []);
+      assert.equal(Number(rows[0]!.n), 3);
+    } finally {
+      process.off('uncaughtException', onUncaught);
+    }
+  });
+});
