@@ -62,10 +62,15 @@ function useMetrics(active) {
     let alive = true;
     const poll = async () => {
       try {
-        const [metrics, cluster] = await Promise.all([acp('/acp/system/metrics'), acp('/acp/cluster/nodes')]);
+        // Who leads comes from the database; system metrics do not. While the database is down the
+        // metrics keep coming (that is when they matter most) and the last known leader stays shown.
+        const [metrics, cluster] = await Promise.all([
+          acp('/acp/system/metrics'),
+          acp('/acp/cluster/nodes').catch(() => undefined),
+        ]);
         const now = Date.now();
         history.current = [...history.current.filter((s) => s.t > now - HISTORY_MS), { t: now, metrics }];
-        if (alive) setState({ metrics, cluster, error: null });
+        if (alive) setState((s) => ({ metrics, cluster: cluster ?? s.cluster, error: null }));
       } catch (error) {
         if (alive) setState((s) => ({ ...s, error }));
       }

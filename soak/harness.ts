@@ -1,0 +1,305 @@
+/**
+ * What the reliability scenarios share: real `sluice start` processes on one PostgreSQL (optionally
+ * behind a TCP proxy that can take the database away), their log lines, an ACP token, a direct
+ * store for checking what was persisted, and load generators that count every answer exactly.
+ * Loopback only.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Agent, request } from 'undici';
+import { sha256Hex } from '../src/auth/index.ts';
+import { openPostgres, type Storage } from '../src/storage/index.ts';
+import { systemClock } from '../src/time/index.ts';
+import { dropSchema, PG_URL, testSchema } from '../test/helpers/postgres.ts';
+import { TcpProxy } from '../test/helpers/tcp-proxy.ts';
+
+const CLI = resolve(import.meta.dirname, '../src/cli.ts');
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export interface NodeProcess {
+  id: string;
+  url: string;
+  child: ChildProcess;
+  /** Every JSON log line the node wrote, parsed. */
+  logs: Record<string, unknown>[];
+  exited: Promise<number | null>;
+  /** Sends a signal and waits for the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export interface Cluster {
+  nodes: NodeProcess[];
+  token: string;
+  /** The store the nodes use, opened directly (not through the proxy) for checks. */
+  store: Storage;
+  proxy: TcpProxy | undefined;
+  start(id: string): Promise<NodeProcess>;
+  acp<T = Record<string, unknown>>(
+    node: NodeProcess,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; body: T }>;
+  close(): Promise<void>;
+}
+
+export interface ClusterOptions {
+  ids: string[];
+  /** Extra YAML for the mode file (cron tasks, cache, …). */
+  yaml?: string;
+  /** Put a TCP proxy between the nodes and PostgreSQL, so the database can be taken away. */
+  proxy?: boolean;
+  leaseTtlMs?: number;
+  renewIntervalMs?: number;
+}
+
+/** Starts node processes on a fresh PostgreSQL schema with leader election through it. */
+export async function startCluster(o: ClusterOptions): Promise<Cluster> {
+  const schema = testSchema();
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-soak-'));
+  const token = `slc_${randomBytes(24).toString('base64url')}`;
+  let proxy: TcpProxy | undefined;
+  const db = new URL(PG_URL);
+  if (o.proxy) {
+    proxy = new TcpProxy(db.hostname, Number(db.port || 5432));
+    await proxy.start();
+    db.port = String(proxy.port);
+  }
+  writeFileSync(
+    join(dir, 'config.soak.yml'),
+    [
+      'app:',
+      '  server:',
+      '    port: 0',
+      '    shutdown_timeout_ms: 5000',
+      'storage:',
+      '  driver: postgres',
+      '  postgres:',
+      `    url: ${db.toString()}`,
+      `    schema: ${schema}`,
+      '    pool_max: 5',
+      'cluster:',
+      '  leader_election: postgres',
+      `  lease_ttl_ms: ${o.leaseTtlMs ?? 3000}`,
+      `  renew_interval_ms: ${o.renewIntervalMs ?? 1000}`,
+      'acp:',
+      '  operators:',
+      `    - { name: soak, role: admin, token_sha256: ${sha256Hex(token)} }`,
+      '  auth_rate_limit:',
+      '    max_failures: 0',
+      o.yaml ?? '',
+    ].join('\n'),
+  );
+  const store = openPostgres({ url: PG_URL, poolMax: 3, schema, clock: systemClock });
+  await store.migrate();
+
+  const nodes: NodeProcess[] = [];
+  const start = async (id: string): Promise<NodeProcess> => {
+    const child = spawn(
+      process.execPath,
+      ['--max-semi-space-size=16', CLI, 'start', '--config-dir', dir, '--mode', 'soak'],
+      {
+        cwd: dir,
+        env: { PATH: process.env.PATH, APP__APP__SERVER__ID: id },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    const logs: Record<string, unknown>[] = [];
+    let partial = '';
+    let banner = '';
+    const url = new Promise<string>((res, rej) => {
+      const timer = setTimeout(() => rej(new Error(`${id} did not start: ${banner}`)), 20_000);
+      child.stdout!.on('data', (d: Buffer) => {
+        partial += d.toString('utf8');
+        const lines = partial.split('\n');
+        partial = lines.pop()!;
+        for (const line of lines) {
+          if (line.startsWith('{')) logs.push(JSON.parse(line));
+          else banner += `${line}\n`;
+          const m = /listening on (http:\/\/\S+)/.exec(line);
+          if (m) {
+            clearTimeout(timer);
+            res(m[1]!);
+          }
+        }
+      });
+    });
+    const exited = new Promise<number | null>((res) => child.on('close', res));
+    const node: NodeProcess = {
+      id,
+      url: await url,
+      child,
+      logs,
+      exited,
+      stop: (signal = 'SIGTERM') => {
+        child.kill(signal);
+        return exited;
+      },
+    };
+    nodes.push(node);
+    return node;
+  };
+  for (const id of o.ids) await start(id);
+
+  const acp = async <T>(node: NodeProcess, path: string, body: unknown = {}) => {
+    const res = await request(node.url + path, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: res.statusCode, body: (await res.body.json()) as T };
+  };
+
+  return {
+    nodes,
+    token,
+    store,
+    proxy,
+    start,
+    acp,
+    close: async () => {
+      for (const n of nodes) n.child.kill('SIGKILL');
+      await Promise.all(nodes.map((n) => n.exited));
+      await proxy?.down();
+      await store.close();
+      await dropSchema(schema);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A flow with three weighted streams; returns its id. */
+export async function seedFlow(store: Storage, slug: string): Promise<string> {
+  const flow = await store.flows.create({ slug, name: slug, status: 'active', rotation: 'weight' });
+  for (const [i, name] of ['a', 'b', 'c'].entries()) {
+    await store.streams.create({
+      flow_id: flow.id,
+      name,
+      type: 'regular',
+      position: i,
+      weight: i + 1,
+      status: 'active',
+      filters: {},
+      target_url: `https://${name}.example/{request_id}`,
+      redirect_code: 302,
+    });
+  }
+  return flow.id;
+}
+
+export async function persistedHits(
+  store: Storage,
+  flowId: string,
+): Promise<{ hits: number; clicks: number }> {
+  const streams = await store.streams.ofFlow(flowId);
+  return {
+    hits: streams.reduce((n, s) => n + s.hits, 0),
+    clicks: (await store.flows.get(flowId))?.clicks ?? 0,
+  };
+}
+
+/** Answers by status, plus transport failures by error code. */
+export class Tally {
+  readonly byStatus = new Map<number, number>();
+  readonly byError = new Map<string, number>();
+  status(code: number): void {
+    this.byStatus.set(code, (this.byStatus.get(code) ?? 0) + 1);
+  }
+  error(code: string): void {
+    this.byError.set(code, (this.byError.get(code) ?? 0) + 1);
+  }
+  count(status: number): number {
+    return this.byStatus.get(status) ?? 0;
+  }
+  get answered(): number {
+    return [...this.byStatus.values()].reduce((a, b) => a + b, 0);
+  }
+  get errorsAnswered(): number {
+    return [...this.byStatus].filter(([s]) => s >= 400).reduce((a, [, n]) => a + n, 0);
+  }
+  get failed(): number {
+    return [...this.byError.values()].reduce((a, b) => a + b, 0);
+  }
+  add(other: Tally): void {
+    for (const [s, n] of other.byStatus) this.byStatus.set(s, (this.byStatus.get(s) ?? 0) + n);
+    for (const [e, n] of other.byError) this.byError.set(e, (this.byError.get(e) ?? 0) + n);
+  }
+  toJSON(): Record<string, number> {
+    return {
+      ...Object.fromEntries([...this.byStatus].map(([s, n]) => [String(s), n])),
+      ...Object.fromEntries(this.byError),
+    };
+  }
+}
+
+/**
+ * Closed-loop load that counts exactly: `workers` requests in flight, each worker issuing the next
+ * when the last is answered, until `until()` says stop — every request is either answered (and
+ * tallied by status) or failed (tallied by error code), none is abandoned mid-flight.
+ */
+export async function closedLoop(o: {
+  url: string;
+  paths: () => string;
+  workers: number;
+  until: () => boolean;
+  method?: 'GET' | 'POST';
+  body?: () => string;
+  headers?: Record<string, string>;
+  /** Seen latencies in ms, when given. */
+  latencies?: number[];
+  /** Called with each answer's status or transport error code (phase accounting). */
+  onAnswer?: (outcome: number | string) => void;
+}): Promise<Tally> {
+  const tally = new Tally();
+  const dispatcher = new Agent({ connections: o.workers, pipelining: 1 });
+  const worker = async () => {
+    while (!o.until()) {
+      const t0 = performance.now();
+      try {
+        const res = await request(o.url + o.paths(), {
+          method: o.method ?? 'GET',
+          dispatcher,
+          headers: o.headers,
+          body: o.body?.(),
+          headersTimeout: 30_000,
+          bodyTimeout: 30_000,
+        });
+        await res.body.dump();
+        tally.status(res.statusCode);
+        o.onAnswer?.(res.statusCode);
+      } catch (err) {
+        const code = (err as { code?: string }).code ?? (err as Error).name;
+        tally.error(code);
+        o.onAnswer?.(code);
+        // A refused connection is instant; do not spin.
+        await sleep(20);
+      }
+      o.latencies?.push(performance.now() - t0);
+    }
+  };
+  await Promise.all(Array.from({ length: o.workers }, worker));
+  await dispatcher.close();
+  return tally;
+}
+
+export const percentile = (xs: number[], p: number) => {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+};
+
+/** One scenario's outcome: its figures for the doc and its checks (each with what was seen). */
+export interface Outcome {
+  scenario: string;
+  figures: Record<string, number | string>;
+  checks: { name: string; ok: boolean; seen: string }[];
+}
+
+export function check(outcome: Outcome, name: string, ok: boolean, seen: unknown): void {
+  outcome.checks.push({ name, ok, seen: typeof seen === 'string' ? seen : JSON.stringify(seen) });
+}
+
+export const apiErrorLines = (nodes: NodeProcess[]) =>
+  nodes.flatMap((n) => n.logs.filter((l) => l.message === 'api error'));

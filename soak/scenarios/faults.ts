@@ -1,0 +1,399 @@
+import { execFileSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
+import { createServer as createTcpServer, type Socket } from 'node:net';
+import {
+  type Cluster,
+  check,
+  closedLoop,
+  type NodeProcess,
+  type Outcome,
+  percentile,
+  persistedHits,
+  seedFlow,
+  sleep,
+  startCluster,
+} from '../harness.ts';
+
+const TTL = 3000;
+const RENEW = 1000;
+
+interface Metrics {
+  host: { is_leader: boolean; event_loop: { delay_p99_ms: number } };
+  db: { status: string };
+  tasks: Record<
+    string,
+    { runs: number; failures: number; p95_duration_ms: number; last_error: string | null }
+  >;
+}
+
+const metrics = async (c: Cluster, n: NodeProcess) => (await c.acp<Metrics>(n, '/acp/system/metrics')).body;
+
+/** Polls until `fn` is true; returns the ms it took, or throws after `limitMs`. */
+async function until(what: string, fn: () => Promise<boolean>, limitMs: number): Promise<number> {
+  const t0 = performance.now();
+  while (!(await fn().catch(() => false))) {
+    if (performance.now() - t0 > limitMs) throw new Error(`${what}: not within ${limitMs} ms`);
+    await sleep(50);
+  }
+  return performance.now() - t0;
+}
+
+/**
+ * Stops and starts the machine's own PostgreSQL cluster (`pg_ctlcluster`, as root on a Debian
+ * box). Only `npm run soak -- db-outage --real-pg` does this; it takes the server away from
+ * everything else on the machine for the outage.
+ */
+function realPostgres(): { down(): Promise<void>; up(): Promise<void> } {
+  const version = readdirSync('/etc/postgresql')[0]!;
+  const ctl = (action: string) =>
+    execFileSync(
+      'pg_ctlcluster',
+      ['--skip-systemctl-redirect', version, 'main', action, ...(action === 'stop' ? ['-m', 'fast'] : [])],
+      {
+        stdio: 'inherit',
+      },
+    );
+  return {
+    down: async () => {
+      ctl('stop');
+    },
+    up: async () => {
+      ctl('start');
+      execFileSync('pg_isready', ['-q', '-t', '30', '-h', '127.0.0.1', '-p', '5432']);
+    },
+  };
+}
+
+/**
+ * PostgreSQL taken away for `seconds` mid-load (a TCP proxy drops every connection and refuses new
+ * ones; with `realPg`, the server itself is stopped and restarted): the hot path keeps serving from cache, the ACP answers 503 db.unavailable, the leader
+ * steps down, counters wait in memory; after the database returns, one node is re-elected and
+ * every counted click is persisted.
+ */
+export async function dbOutage(o: { seconds: number; realPg?: boolean }): Promise<Outcome> {
+  const out: Outcome = {
+    scenario: o.realPg ? 'db-outage (server stopped)' : 'db-outage',
+    figures: {},
+    checks: [],
+  };
+  const c = await startCluster({
+    ids: ['db-a', 'db-b'],
+    proxy: true,
+    leaseTtlMs: TTL,
+    renewIntervalMs: RENEW,
+  });
+  const outage = o.realPg ? realPostgres() : c.proxy!;
+  try {
+    const flowId = await seedFlow(c.store, 'steady');
+    // One click per node first, so the flow is in both caches when the database goes away.
+    let warmClicks = 0;
+    for (const n of c.nodes) {
+      const r = await fetch(`${n.url}/go/steady`, { redirect: 'manual' });
+      await r.body?.cancel();
+      if (r.status === 302) warmClicks++;
+    }
+    let phase: 'before' | 'outage' | 'after' = 'before';
+    const go: Record<string, Record<string, number>> = { before: {}, outage: {}, after: {} };
+    const acp: Record<string, Record<string, number>> = { before: {}, outage: {}, after: {} };
+    const bump = (t: Record<string, Record<string, number>>, k: number | string) => {
+      t[phase]![k] = (t[phase]![k] ?? 0) + 1;
+    };
+    let done = false;
+    const loads = c.nodes.map((n) =>
+      closedLoop({
+        url: n.url,
+        paths: () => '/go/steady',
+        workers: 10,
+        until: () => done,
+        onAnswer: (a) => bump(go, a),
+      }),
+    );
+    const prober = (async () => {
+      while (!done) {
+        for (const n of c.nodes) {
+          const r = await c.acp<{ error?: { code: string } }>(n, '/acp/traffic-flows/list', { limit: 1 });
+          bump(acp, r.status === 200 ? 200 : `${r.status} ${r.body.error?.code}`);
+        }
+        await sleep(200);
+      }
+    })();
+    const leaders = async () =>
+      (await Promise.all(c.nodes.map((n) => metrics(c, n)))).filter((m) => m.host.is_leader).length;
+
+    await sleep(3000);
+    phase = 'outage';
+    await outage.down();
+    const downAt = performance.now();
+    const stepDown = await until(
+      'leader steps down',
+      async () => (await leaders()) === 0,
+      TTL + RENEW + 2000,
+    );
+    await sleep(Math.max(0, o.seconds * 1000 - (performance.now() - downAt)));
+    await outage.up();
+    phase = 'after';
+    const reelected = await until('one leader again', async () => (await leaders()) === 1, 30_000);
+    await until(
+      'database up on both',
+      async () => (await Promise.all(c.nodes.map((n) => metrics(c, n)))).every((m) => m.db.status === 'up'),
+      30_000,
+    );
+    await sleep(3000);
+    done = true;
+    const tallies = await Promise.all(loads);
+    await prober;
+    const exits = await Promise.all(c.nodes.map((n) => n.stop('SIGTERM')));
+    const redirects = warmClicks + tallies.reduce((n, t) => n + t.count(302), 0);
+    const persisted = await persistedHits(c.store, flowId);
+
+    const outageAcp = Object.entries(acp.outage);
+    out.figures = {
+      'outage s': o.seconds,
+      '302s before / during / after': `${go.before[302] ?? 0} / ${go.outage[302] ?? 0} / ${go.after[302] ?? 0}`,
+      'go non-302 answers': tallies.reduce((n, t) => n + t.answered - t.count(302) + t.failed, 0),
+      'acp during outage': outageAcp.map(([k, v]) => `${k}: ${v}`).join(', '),
+      'leader stepped down after ms': Math.round(stepDown),
+      're-elected after recovery ms': Math.round(reelected),
+      '302s seen': redirects,
+      'hits persisted': persisted.hits,
+    };
+    check(out, 'the hot path kept redirecting during the outage', (go.outage[302] ?? 0) > 0, go.outage);
+    check(
+      out,
+      '/go answered only 302s, before, during and after',
+      tallies.every((t) => t.answered === t.count(302) && t.failed === 0),
+      tallies.map((t) => t.toJSON()),
+    );
+    check(
+      out,
+      'the ACP answered 503 db.unavailable during the outage, nothing else failing',
+      outageAcp.every(([k]) => k === '200' || k === '503 db.unavailable') &&
+        (acp.outage['503 db.unavailable'] ?? 0) > 0,
+      acp.outage,
+    );
+    check(
+      out,
+      'the ACP answered 200 after recovery',
+      Object.keys(acp.after).every((k) => k === '200'),
+      acp.after,
+    );
+    check(
+      out,
+      'the leader stepped down within lease TTL + renew interval',
+      stepDown <= TTL + RENEW + 500,
+      stepDown,
+    );
+    check(
+      out,
+      'both nodes exit 0 on SIGTERM',
+      exits.every((e) => e === 0),
+      exits,
+    );
+    check(out, 'clicks counted during the outage were persisted after it', persisted.hits === redirects, {
+      ...persisted,
+      redirects,
+    });
+    return out;
+  } finally {
+    await c.close();
+  }
+}
+
+/**
+ * SIGTERM to the leader mid-load: it stops accepting, answers what it accepted, flushes its
+ * counters and releases the lease, so the follower takes over without waiting for the TTL.
+ */
+export async function sigterm(o: { seconds: number }): Promise<Outcome> {
+  const out: Outcome = { scenario: 'sigterm', figures: {}, checks: [] };
+  const c = await startCluster({ ids: ['term-a', 'term-b'], leaseTtlMs: TTL, renewIntervalMs: RENEW });
+  try {
+    const [a, b] = c.nodes as [NodeProcess, NodeProcess];
+    await until('term-a leads', async () => (await metrics(c, a)).host.is_leader, 10_000);
+    const flowId = await seedFlow(c.store, 'term');
+    let exited = false;
+    const load = closedLoop({ url: a.url, paths: () => '/go/term', workers: 50, until: () => exited });
+    await sleep((o.seconds * 1000) / 2);
+    const t0 = performance.now();
+    const exit = a.stop('SIGTERM');
+    void exit.then(() => {
+      exited = true;
+    });
+    const takeover = await until('term-b leads', async () => (await metrics(c, b)).host.is_leader, TTL * 3);
+    const code = await exit;
+    const stopMs = performance.now() - t0;
+    const tally = await load;
+    const persisted = await persistedHits(c.store, flowId);
+    out.figures = {
+      '302s seen': tally.count(302),
+      'hits persisted': persisted.hits,
+      'not accepted after SIGTERM': JSON.stringify(Object.fromEntries(tally.byError)),
+      'graceful stop ms': Math.round(stopMs),
+      'follower leads after ms': Math.round(takeover),
+    };
+    check(out, 'exit 0', code === 0, code);
+    check(
+      out,
+      'only 302s answered (in-flight requests finished)',
+      tally.answered === tally.count(302),
+      tally.toJSON(),
+    );
+    check(out, 'every request it served was counted and persisted', persisted.hits === tally.count(302), {
+      ...persisted,
+      seen: tally.count(302),
+    });
+    check(
+      out,
+      'the lease was released: the follower took over before the TTL ran out',
+      takeover < TTL,
+      takeover,
+    );
+    return out;
+  } finally {
+    await c.close();
+  }
+}
+
+/**
+ * SIGKILL to the leader while a leader task runs: the follower is elected within TTL + renew and
+ * runs the task with a higher epoch; the killed run stays unfinished in the journal.
+ */
+export async function leaderKill(_o: { seconds: number }): Promise<Outcome> {
+  const out: Outcome = { scenario: 'leader-kill', figures: {}, checks: [] };
+  const slow = createHttpServer((_q, res) => setTimeout(() => res.writeHead(200).end('ok'), 1500));
+  await new Promise<void>((r) => slow.listen(0, '127.0.0.1', r));
+  const port = (slow.address() as { port: number }).port;
+  const c = await startCluster({
+    ids: ['kill-a', 'kill-b'],
+    leaseTtlMs: TTL,
+    renewIntervalMs: RENEW,
+    yaml: `cron:\n  tasks:\n    slow_leader:\n      kind: http.probe\n      schedule: '*/2 * * * * *'\n      execution_scope: leader\n      url: http://127.0.0.1:${port}/\n      timeout_ms: 5000\n`,
+  });
+  try {
+    const [a, b] = c.nodes as [NodeProcess, NodeProcess];
+    await until('kill-a leads', async () => (await metrics(c, a)).host.is_leader, 10_000);
+    await until(
+      'the leader task runs on kill-a',
+      async () =>
+        (
+          await c.acp<{ items: { runtime: { running: boolean } }[] }>(a, '/acp/cron-tasks/list', {
+            filter: { running: true },
+          })
+        ).body.items.length === 1,
+      10_000,
+    );
+    a.child.kill('SIGKILL');
+    await a.exited;
+    const elected = await until(
+      'kill-b leads',
+      async () => (await metrics(c, b)).host.is_leader,
+      TTL + RENEW + 5000,
+    );
+    const ranAgain = await until(
+      'kill-b runs the task',
+      async () => (await metrics(c, b)).tasks.slow_leader!.runs >= 1,
+      10_000,
+    );
+    const runs = await c.store.cluster.runs('slow_leader');
+    const killed = runs.filter((r) => r.server_id === 'kill-a' && r.finished_at === null);
+    const next = runs.filter((r) => r.server_id === 'kill-b');
+    out.figures = {
+      're-elected after SIGKILL ms': Math.round(elected),
+      'leader task ran on the new leader after ms': Math.round(elected + ranAgain),
+      'journal runs': runs.length,
+    };
+    check(out, `re-elected within TTL + renew (${TTL + RENEW} ms)`, elected <= TTL + RENEW + 250, elected);
+    check(out, 'the killed run is unfinished in the journal', killed.length >= 1, killed);
+    const killedEpoch = Math.max(...killed.map((r) => r.epoch));
+    check(
+      out,
+      'the new leader runs with a higher epoch',
+      next.length > 0 && next.every((r) => r.epoch > killedEpoch),
+      {
+        killedEpoch,
+        next: next.map((r) => r.epoch),
+      },
+    );
+    return out;
+  } finally {
+    await c.close();
+    slow.close();
+  }
+}
+
+/**
+ * An upstream that accepts and never answers, probed every second with a 1 s timeout, while /go
+ * takes load: every run fails by timeout at about 1 s, no socket is left hanging, and the event
+ * loop stays responsive.
+ */
+export async function hangingUpstream(o: { seconds: number }): Promise<Outcome> {
+  const out: Outcome = { scenario: 'hanging-upstream', figures: {}, checks: [] };
+  const held = new Set<Socket>();
+  const black = createTcpServer((s) => {
+    held.add(s);
+    s.on('close', () => held.delete(s));
+    s.on('error', () => {});
+    // Read (and ignore) what arrives: a paused socket would never see the client's close.
+    s.resume();
+  });
+  await new Promise<void>((r) => black.listen(0, '127.0.0.1', r));
+  const port = (black.address() as { port: number }).port;
+  const c = await startCluster({
+    ids: ['hang-a'],
+    yaml: `cron:\n  tasks:\n    hang:\n      kind: http.probe\n      schedule: '* * * * * *'\n      execution_scope: all\n      url: http://127.0.0.1:${port}/never\n      timeout_ms: 1000\n`,
+  });
+  try {
+    const [n] = c.nodes as [NodeProcess];
+    await seedFlow(c.store, 'busy');
+    let done = false;
+    const latencies: number[] = [];
+    const load = closedLoop({
+      url: n.url,
+      paths: () => '/go/busy',
+      workers: 20,
+      until: () => done,
+      latencies,
+    });
+    const delays: number[] = [];
+    const t0 = performance.now();
+    while (performance.now() - t0 < o.seconds * 1000) {
+      await sleep(1000);
+      delays.push((await metrics(c, n)).host.event_loop.delay_p99_ms);
+    }
+    done = true;
+    const tally = await load;
+    const task = (await metrics(c, n)).tasks.hang!;
+    const openSockets = held.size;
+    out.figures = {
+      'probe runs': task.runs,
+      'probe failures': task.failures,
+      'probe p95 ms': task.p95_duration_ms,
+      'last error': task.last_error ?? '',
+      'sockets still held by the upstream': openSockets,
+      'event-loop delay p99, worst 10 s window, ms': Math.max(...delays),
+      '/go answered': tally.answered,
+      '/go p99 ms': Number(percentile(latencies, 99).toFixed(1)),
+    };
+    check(out, 'every probe run failed', task.runs > 0 && task.failures === task.runs, task);
+    check(out, 'by its timeout', /timeout/i.test(task.last_error ?? ''), task.last_error);
+    check(
+      out,
+      'runs end at the 1 s timeout (p95 ≤ 1.25 s)',
+      task.p95_duration_ms <= 1250,
+      task.p95_duration_ms,
+    );
+    check(out, 'no socket left hanging (at most the run in progress)', openSockets <= 2, openSockets);
+    check(out, 'event-loop delay p99 stays under 50 ms', Math.max(...delays) < 50, delays);
+    check(
+      out,
+      '/go answered only 302s',
+      tally.answered === tally.count(302) && tally.failed === 0,
+      tally.toJSON(),
+    );
+    return out;
+  } finally {
+    await c.close();
+    for (const s of held) s.destroy();
+    black.close();
+  }
+}

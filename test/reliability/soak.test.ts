@@ -1,0 +1,36 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { Outcome } from '../../soak/harness.ts';
+import { SCENARIOS } from '../../soak/scenarios/index.ts';
+import { pgAvailable } from '../helpers/postgres.ts';
+
+const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
+
+/** Short runs of every `npm run soak` scenario (docs/RELIABILITY.md has the long ones' figures). */
+const SHORT: Record<string, { seconds: number; connections: number }> = {
+  load: { seconds: 3, connections: 40 },
+  'db-outage': { seconds: 3, connections: 0 },
+  'leader-kill': { seconds: 0, connections: 0 },
+  sigterm: { seconds: 3, connections: 0 },
+  'hanging-upstream': { seconds: 4, connections: 0 },
+  memory: { seconds: 4, connections: 0 },
+};
+
+function assertChecks(o: Outcome): void {
+  const failed = o.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.seen}`);
+  assert.deepEqual(failed, [], `${o.scenario} figures: ${JSON.stringify(o.figures)}`);
+  assert.ok(o.checks.length >= 3, 'a scenario without checks proves nothing');
+}
+
+describe('reliability scenarios, short runs', { skip }, () => {
+  test('every soak scenario has a short run here', () => {
+    assert.deepEqual(Object.keys(SHORT).sort(), Object.keys(SCENARIOS).sort());
+  });
+  for (const [name, opts] of Object.entries(SHORT)) {
+    test(name, { timeout: 120_000 }, async (t) => {
+      const outcome = await SCENARIOS[name]!.run(opts);
+      t.diagnostic(JSON.stringify(outcome.figures));
+      assertChecks(outcome);
+    });
+  }
+});
