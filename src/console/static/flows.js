@@ -142,7 +142,7 @@ function toBody(fields, values, initial, id) {
 }
 
 const FLOW_FIELDS = [
-  { name: 'slug', label: 'Slug', type: 'text', placeholder: 'summer-sale' },
+  { name: 'slug', label: 'Slug (a–z, 0–9, -)', type: 'text', placeholder: 'summer-sale' },
   { name: 'name', label: 'Name', type: 'text' },
   { name: 'status', label: 'Status', type: 'select', options: ['active', 'paused'] },
   { name: 'rotation', label: 'Rotation', type: 'select', options: ['position', 'weight'] },
