@@ -139,6 +139,10 @@ async function start(args: string[]): Promise<number> {
 /** `sluice doctor`: talks to running nodes over their ACP only; reads no configuration. */
 async function doctor(args: string[]): Promise<number> {
   const { values } = parse(args, doctorOptions);
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   const urls = [...(values.url ?? []), ...(values.urls?.split(',') ?? [])]
     .map((u) => u.trim())
     .filter(Boolean);

@@ -57,6 +57,7 @@ export function registerConsoleRoutes(acp: AcpRouter, deps: ConsoleRoutesDeps): 
           metrics: telemetry.systemMetrics() as unknown as Record<string, unknown>,
           tasks: scheduler.list(),
           commits: { flows: deps.commit, streams: deps.commit },
+          // As `/acp/cluster/nodes` says it (doctor reads that): no known leader is null.
           leaderId: election.leaderId() ?? null,
           // The HTTP calls of a failing task are shown to those who may read them (operator role).
           failures: roleAllows(principal.role, 'operator') ? httpClient.failures.list({ limit: 500 }) : null,

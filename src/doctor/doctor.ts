@@ -40,6 +40,8 @@ export class UnreachableError extends Error {}
 interface Answer {
   status: number;
   body: Record<string, unknown>;
+  /** The node's clock (the `Date` header), ms; task times are compared with it, not with ours. */
+  date: number | undefined;
 }
 
 function errorCode(a: Answer): string {
@@ -57,6 +59,7 @@ export async function gather(
   const base = url.replace(/\/+$/, '');
   const post = async (path: string, body: unknown = {}): Promise<Answer> => {
     let res: Response;
+    let text: string;
     try {
       res = await fetch(base + path, {
         method: 'POST',
@@ -64,11 +67,12 @@ export async function gather(
         body: JSON.stringify(body),
         signal: AbortSignal.timeout(timeoutMs),
       });
+      // Inside the try: a body that stalls or is cut is as unreachable as no answer at all.
+      text = await res.text();
     } catch (err) {
       const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name;
       throw new UnreachableError(`${base}: unreachable (${cause})`);
     }
-    const text = await res.text();
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
@@ -77,7 +81,15 @@ export async function gather(
         `${base}${path}: answered ${res.status} with no JSON; is this a Sluice node?`,
       );
     }
-    const answer = { status: res.status, body: (parsed ?? {}) as Record<string, unknown> };
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new UnreachableError(`${base}${path}: answered ${res.status} with JSON that is not an object`);
+    }
+    const date = Date.parse(res.headers.get('date') ?? '');
+    const answer = {
+      status: res.status,
+      body: parsed as Record<string, unknown>,
+      date: Number.isNaN(date) ? undefined : date,
+    };
     if (res.status === 401 || (res.status === 403 && path === '/acp/system/metrics')) {
       throw new UnreachableError(`${base}: the token was refused (${errorCode(answer)})`);
     }
@@ -90,6 +102,21 @@ export async function gather(
     problems.push(`${path} answered ${errorCode(a)}`);
     return false;
   };
+  /** The `items` of a list answer; a 200 without an array of items is a problem of its own. */
+  const items = <T>(
+    path: string,
+    a: Answer,
+    valid: (x: unknown) => boolean = () => true,
+  ): T[] | undefined => {
+    if (!ok(path, a)) return undefined;
+    if (Array.isArray(a.body.items) && a.body.items.every(valid)) return a.body.items as T[];
+    problems.push(`${path} answered 200 without a list of items`);
+    return undefined;
+  };
+  const isTask = (t: unknown) => {
+    const x = t as Partial<TaskView> | null;
+    return typeof x?.name === 'string' && typeof x.runtime === 'object' && x.runtime !== null;
+  };
   const tasks = await post('/acp/cron-tasks/list');
   const flows = await post('/acp/traffic-flows/list', { limit: 1 });
   const streams = await post('/acp/streams/list', { limit: 1 });
@@ -101,7 +128,7 @@ export async function gather(
   return {
     url: base,
     metrics: ok('/acp/system/metrics', metrics) ? metrics.body : undefined,
-    tasks: ok('/acp/cron-tasks/list', tasks) ? (tasks.body.items as TaskView[]) : [],
+    tasks: items<TaskView>('/acp/cron-tasks/list', tasks, isTask) ?? [],
     commits: {
       flows: ok('/acp/traffic-flows/list', flows) ? String(flows.body.commit) : null,
       streams: ok('/acp/streams/list', streams) ? String(streams.body.commit) : null,
@@ -110,11 +137,10 @@ export async function gather(
     failures:
       failures.status === 403
         ? null
-        : ok('/acp/http-client/recent-failures', failures)
-          ? (failures.body.items as FailedCallView[])
-          : [],
+        : (items<FailedCallView>('/acp/http-client/recent-failures', failures) ?? []),
     problems,
-    now: now(),
+    // The node's clock: `running_since` and `next_run_at` are its times, and ours may be off.
+    now: metrics.date ?? now(),
   };
 }
 

@@ -213,7 +213,7 @@ export function leaderTasks(s: NodeSnapshot): ProcedureResult {
   if (leaderScoped.length > 0 && s.leaderId === null) {
     items.push({
       subject: 'cluster',
-      message: `no node holds the lease: ${plural(leaderScoped.length, 'leader-scoped task')} run nowhere`,
+      message: `no node is known to hold the lease: ${plural(leaderScoped.length, 'leader-scoped task')} may run nowhere (is the database reachable?)`,
       finding: true,
     });
   }
@@ -379,11 +379,23 @@ export function auditVersions(
     `${n.commit ?? '?'} / ${n.version ?? 'not set'}`;
   const counts = new Map<string, number>();
   for (const n of nodes) counts.set(build(n), (counts.get(build(n)) ?? 0) + 1);
-  const common = [...counts.entries()].sort((a, b) => b[1] - a[1])[0]?.[0];
+  const ranked = [...counts.entries()].sort((a, b) => b[1] - a[1]);
+  // The odd one out is only clear when one build has more nodes than any other; on a tie every
+  // node not on a single agreed build is a finding.
+  const common =
+    ranked.length === 1 || (ranked[0] && ranked[0][1] > ranked[1]![1]) ? ranked[0]![0] : undefined;
   const items = nodes.map((n) => ({
     subject: n.server_id ?? n.url,
-    message: `commit ${n.commit ?? '?'}, version ${n.version ?? 'not set'}${build(n) !== common ? ` (most nodes: ${common})` : ''}`,
-    finding: build(n) !== common,
+    message:
+      `commit ${n.commit ?? '?'}, version ${n.version ?? 'not set'}` +
+      (counts.size <= 1
+        ? ''
+        : common === undefined
+          ? ' (no build has a majority)'
+          : build(n) !== common
+            ? ` (most nodes: ${common})`
+            : ''),
+    finding: counts.size > 1 && build(n) !== common,
     data: { url: n.url, commit: n.commit, version: n.version },
   }));
   const odd = items.filter((i) => i.finding).length;
@@ -394,7 +406,9 @@ export function auditVersions(
         ? 'no node answered'
         : counts.size === 1
           ? `${plural(nodes.length, 'node')} on ${common}`
-          : `${plural(counts.size, 'build')} across ${plural(nodes.length, 'node')}; ${odd} differ from ${common}`,
+          : common === undefined
+            ? `${plural(counts.size, 'build')} across ${plural(nodes.length, 'node')}, none on most of them`
+            : `${plural(counts.size, 'build')} across ${plural(nodes.length, 'node')}; ${odd} differ from ${common}`,
     items,
   };
 }

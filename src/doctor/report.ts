@@ -75,6 +75,13 @@ const ANSI = {
   off: '\x1b[0m',
 };
 
+/**
+ * Text that came from a node (errors, URLs, upstream answers) without control characters: an
+ * upstream must not be able to drive the operator's terminal with escape sequences.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point.
+const safe = (s: string) => s.replace(/[\u0000-\u001f\u007f-\u009f]/g, '�');
+
 /** The report for a person: one line per procedure, its items below, colour only when asked. */
 export function formatReport(r: DoctorReport, opts: { colour: boolean }): string {
   const c = (code: keyof typeof ANSI, s: string) => (opts.colour ? `${ANSI[code]}${s}${ANSI.off}` : s);
@@ -82,35 +89,35 @@ export function formatReport(r: DoctorReport, opts: { colour: boolean }): string
   const out: string[] = [];
   for (const n of r.nodes) {
     if (!n.reachable) {
-      out.push(`${c('bold', n.url)}`, `  ${c('red', '✗')} ${n.error}`, '');
+      out.push(`${c('bold', safe(n.url))}`, `  ${c('red', '✗')} ${safe(n.error)}`, '');
       continue;
     }
     const role = n.is_leader === true ? 'leader' : n.is_leader === false ? 'follower' : 'role unknown';
-    out.push(`${c('bold', n.url)} ${c('dim', `node ${n.server_id ?? '?'}, ${role}`)}`);
+    out.push(`${c('bold', safe(n.url))} ${c('dim', `node ${safe(n.server_id ?? '?')}, ${role}`)}`);
     for (const p of n.procedures) {
       out.push(
-        `  ${mark(p.status === 'finding')} ${p.id}. ${p.title.padEnd(32)} ${p.status === 'ok' ? p.summary : ''}`.trimEnd(),
+        `  ${mark(p.status === 'finding')} ${p.id}. ${p.title.padEnd(32)} ${p.status === 'ok' ? safe(p.summary) : ''}`.trimEnd(),
       );
       for (const i of p.items) {
         // Healthy checks of 6 and 7 are summed up in their line; other items are worth reading.
         if (p.status === 'ok' && (p.key === 'acp_health' || p.key === 'version_audit')) continue;
-        const line = `      ${i.finding ? c('red', '•') : c('dim', '·')} ${i.subject}: ${i.message}`;
+        const line = `      ${i.finding ? c('red', '•') : c('dim', '·')} ${safe(i.subject)}: ${safe(i.message)}`;
         out.push(i.finding ? line : c('dim', line));
         const calls =
           (i.data?.http_failures as
             | { at: string; method: string; url: string; status: number | null; error: string }[]
             | null) ?? [];
         for (const f of calls) {
-          out.push(c('dim', `          ${f.at} ${f.method} ${f.url} → ${f.status ?? f.error}`));
+          out.push(c('dim', safe(`          ${f.at} ${f.method} ${f.url} → ${f.status ?? f.error}`)));
         }
       }
     }
     out.push('');
   }
-  out.push(`${mark(r.version_audit.status === 'finding')} Version audit: ${r.version_audit.summary}`);
+  out.push(`${mark(r.version_audit.status === 'finding')} Version audit: ${safe(r.version_audit.summary)}`);
   if (r.nodes.length > 1 || r.version_audit.status === 'finding') {
     for (const i of r.version_audit.items)
-      out.push(`    ${i.finding ? c('red', '•') : '·'} ${i.subject}: ${i.message}`);
+      out.push(`    ${i.finding ? c('red', '•') : '·'} ${safe(i.subject)}: ${safe(i.message)}`);
   }
   const verdict =
     r.exit_code === 0

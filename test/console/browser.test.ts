@@ -128,6 +128,15 @@ describe('web console in a browser', { skip }, () => {
     await page.click('form[aria-label="New stream"] button[type=submit]');
     await page.waitForSelector('section[aria-label="Streams of browser-flow"] td:text("everyone")');
     await screenshot(page, 'console-flows');
+    // Paged lists are sorted by the server (the whole list, not one page): the order is asked for.
+    const sorted = page.waitForRequest(
+      (r) =>
+        r.url().endsWith('/acp/traffic-flows/list') &&
+        /"sort":\{"by":"clicks","order":"desc"\}/.test(r.postData() ?? ''),
+    );
+    await page.click('table[aria-label=Flows] th button:text("Clicks")');
+    await sorted;
+    await page.waitForSelector('table[aria-label=Flows] th[aria-sort=descending]:has-text("Clicks")');
 
     // The flow's own link goes through /go/:slug and lands on the target.
     await page.click('[data-testid=go-browser-flow]');

@@ -275,3 +275,123 @@ describe('sluice doctor across a leader and a follower on one PostgreSQL', { ski
     }
   });
 });
+
+/**
+ * A stand-in node whose clock is two hours behind ours, answering like Sluice. `tasksBody` lets a
+ * test break the shape of one answer.
+ */
+async function fakeNode(tasksBody?: unknown): Promise<{ server: Server; url: string }> {
+  const skewMs = -2 * 3600_000;
+  return listen((req, res) => {
+    const nodeNow = Date.now() + skewMs;
+    const send = (body: unknown) =>
+      res
+        .writeHead(200, { 'content-type': 'application/json', date: new Date(nodeNow).toUTCString() })
+        .end(JSON.stringify(body));
+    switch (req.url) {
+      case '/acp/cron-tasks/list':
+        return send(
+          tasksBody ?? {
+            items: [
+              {
+                name: 'check',
+                kind: 'targets.check',
+                execution_scope: 'leader',
+                enabled: true,
+                timeout_ms: 60_000,
+                // Ten seconds ahead on the node's clock — two hours "ago" on ours.
+                next_run_at: new Date(nodeNow + 10_000).toISOString(),
+                runtime: {
+                  running: false,
+                  running_since: null,
+                  runs: 1,
+                  failures: 0,
+                  p95: 5,
+                  last_error: null,
+                  failures_last_hour: 0,
+                  failures_prev_hour: 0,
+                },
+              },
+            ],
+            total: 1,
+          },
+        );
+      case '/acp/traffic-flows/list':
+      case '/acp/streams/list':
+        return send({ items: [], total: 0, next_cursor: null, runtime: {}, commit: 'fake' });
+      case '/acp/cluster/nodes':
+        return send({ items: [], leader_id: 'fake', this_node: {} });
+      case '/acp/http-client/recent-failures':
+        return send({ items: [], total: 0 });
+      default:
+        return send({
+          host: { server_id: 'fake', is_leader: true, uptime_seconds: 9 },
+          db: { driver: 'postgres', status: 'up' },
+          controllers: { '/acp/system/metrics': { count: 1, errors: 0, avg_ms: 1, p95_ms: 1 } },
+        });
+    }
+  });
+}
+
+describe('sluice doctor judges by the node, not by its own clock or hopes', () => {
+  test("task times are compared with the node's clock (its Date header), not the operator's", async () => {
+    const fake = await fakeNode();
+    try {
+      const report = await runDoctor({ urls: [fake.url], token: 't', taskP95Ms: 5000 });
+      const node = report.nodes[0]!;
+      assert.ok(node.reachable);
+      assert.deepEqual(
+        node.procedures.find((p) => p.key === 'leader_tasks')!.items.filter((i) => i.finding),
+        [],
+      );
+      assert.equal(report.exit_code, 0);
+    } finally {
+      fake.server.close();
+    }
+  });
+
+  test('an answer of the wrong shape is a finding (200 without items) or unreachable (not an object)', async () => {
+    const odd = await fakeNode({ items: 5 });
+    try {
+      const report = await runDoctor({ urls: [odd.url], token: 't', taskP95Ms: 5000 });
+      const node = report.nodes[0]!;
+      assert.ok(node.reachable);
+      const health = node.procedures.find((p) => p.key === 'acp_health')!;
+      assert.match(health.summary, /cron-tasks\/list answered 200 without a list of items/);
+      assert.equal(report.exit_code, 1);
+    } finally {
+      odd.server.close();
+    }
+    const array = await listen((_q, res) =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end('[]'),
+    );
+    try {
+      const report = await runDoctor({ urls: [array.url], token: 't', taskP95Ms: 5000 });
+      assert.equal(report.exit_code, 2);
+      assert.match((report.nodes[0] as { error: string }).error, /not an object/);
+    } finally {
+      array.server.close();
+    }
+  });
+
+  test('a body cut mid-way is unreachable (exit 2), not a crash', async () => {
+    const cut = await listen((_q, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+      res.write('{"items":');
+      setTimeout(() => res.destroy(), 20);
+    });
+    try {
+      const report = await runDoctor({ urls: [cut.url], token: 't', taskP95Ms: 5000 });
+      assert.equal(report.exit_code, 2);
+      assert.match((report.nodes[0] as { error: string }).error, /unreachable/);
+    } finally {
+      cut.server.close();
+    }
+  });
+
+  test('--help prints the usage and exits 0', async () => {
+    const { code, stdout } = await doctor(['--help']);
+    assert.equal(code, 0);
+    assert.match(stdout, /doctor --url URL/);
+  });
+});

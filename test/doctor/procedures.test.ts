@@ -252,5 +252,12 @@ describe('operator procedures', () => {
       true,
     );
     assert.equal(auditVersions([]).summary, 'no node answered');
+    // A tie has no odd one out: every node is a finding.
+    const tie = auditVersions([n('a', 'c1'), n('b', 'c2')]);
+    assert.deepEqual(
+      tie.items.map((i) => i.finding),
+      [true, true],
+    );
+    assert.match(tie.summary, /none on most of them/);
   });
 });

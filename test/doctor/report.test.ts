@@ -40,6 +40,17 @@ describe('the doctor text report', () => {
     assert.equal(coloured.replace(/\x1b\[\d+m/g, ''), plain);
   });
 
+  test("text from a node cannot drive the operator's terminal", () => {
+    const hostile: DoctorReport = {
+      ...report,
+      nodes: [{ url: 'http://c:8080', reachable: false, error: 'boom \x1b[2J\x1b]0;owned\x07 done' }],
+    };
+    const text = formatReport(hostile, { colour: false });
+    assert.ok(!text.includes('\x1b'), 'no escape character from the node');
+    assert.ok(!text.includes('\x07'));
+    assert.match(text, /boom .\[2J.\]0;owned. done/);
+  });
+
   test('names the node, its findings with their data, the unreachable node and the verdict', () => {
     const text = formatReport(report, { colour: false });
     assert.match(text, /http:\/\/a:8080 node a, leader/);

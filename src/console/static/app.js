@@ -57,7 +57,11 @@ function useMetrics(active) {
   const [state, setState] = useState({ metrics: null, cluster: null, error: null });
   const history = useRef([]);
   useEffect(() => {
-    if (!active) return undefined;
+    if (!active) {
+      // Signed out: the next operator's charts start empty.
+      history.current = [];
+      return undefined;
+    }
     let timer;
     let alive = true;
     const poll = async () => {
@@ -96,15 +100,22 @@ function App() {
     const onHash = () => setHash(location.hash || '#/overview');
     const onSignedOut = () => {
       session.clear();
-      setMe(null);
-      setNotice('Signed out: the node no longer accepts this token.');
+      // Only a signed-in tab is told it was signed out; a refused sign-in says so on its own.
+      setMe((was) => {
+        if (was) setNotice('Signed out: the node no longer accepts this token.');
+        return null;
+      });
     };
     window.addEventListener('hashchange', onHash);
     window.addEventListener(SIGNED_OUT, onSignedOut);
-    // A reload keeps the session of this tab.
+    // A reload keeps the session of this tab; only a refused token (401) ends it — a node that is
+    // briefly unreachable or busy does not sign anyone out.
     if (session.token) {
       acp('/acp/auth/whoami')
-        .then(setMe, () => session.clear())
+        .then(setMe, (err) => {
+          if (err.status === 401) session.clear();
+          else setNotice(`The node did not answer (${err.message}); try again.`);
+        })
         .finally(() => setChecking(false));
     }
     return () => {

@@ -8,16 +8,29 @@ const PAGE = 20;
 /** Keyset paging over a list endpoint: next by `next_cursor`, back by the cursors already seen. */
 function usePaged(path, filter, version) {
   const [cursors, setCursors] = useState([undefined]);
+  const [sort, setSortState] = useState(null);
   const cursor = cursors.at(-1);
   const [page, error, reload] = usePoll(
-    () => acp(path, { ...(filter ? { filter } : {}), limit: PAGE, ...(cursor ? { cursor } : {}) }),
+    () =>
+      acp(path, {
+        ...(filter ? { filter } : {}),
+        ...(sort ? { sort: { by: sort.key, order: sort.desc ? 'desc' : 'asc' } } : {}),
+        limit: PAGE,
+        ...(cursor ? { cursor } : {}),
+      }),
     0,
-    [path, JSON.stringify(filter), cursor, version],
+    [path, JSON.stringify(filter), JSON.stringify(sort), cursor, version],
   );
   return {
     page,
     error,
     reload,
+    /** The server sorts the whole list; a new order starts again at the first page. */
+    sort,
+    setSort: (next) => {
+      setSortState(next);
+      setCursors([undefined]);
+    },
     index: cursors.length,
     next: page?.next_cursor ? () => setCursors((c) => [...c, page.next_cursor]) : null,
     prev: cursors.length > 1 ? () => setCursors((c) => c.slice(0, -1)) : null,
@@ -209,10 +222,10 @@ function Streams({ flow, admin }) {
   };
   const columns = [
     { key: 'name', label: 'Stream', sort: (s) => s.name },
-    { key: 'type', label: 'Type', sort: (s) => s.type },
+    { key: 'type', label: 'Type' },
     { key: 'position', label: 'Pos', num: true, sort: (s) => s.position },
-    { key: 'weight', label: 'Weight', num: true, sort: (s) => s.weight },
-    { key: 'status', label: 'Status', sort: (s) => s.status },
+    { key: 'weight', label: 'Weight', num: true },
+    { key: 'status', label: 'Status' },
     {
       key: 'filters',
       label: 'Countries',
@@ -267,7 +280,7 @@ function Streams({ flow, admin }) {
         : ''
     }
     <${ErrorLine} error=${paged.error ?? failure} />
-    ${paged.page ? html`<${SortTable} label="Streams" columns=${columns} rows=${paged.page.items} rowKey=${(s) => s.id} />` : html`<p>Loading…</p>`}
+    ${paged.page ? html`<${SortTable} label="Streams" columns=${columns} rows=${paged.page.items} rowKey=${(s) => s.id} sort=${paged.sort} onSort=${paged.setSort} />` : html`<p>Loading…</p>`}
     <${Pager} paged=${paged} />
   </section>`;
 }
@@ -315,14 +328,13 @@ export function FlowsPage({ me }) {
         html`<button type="button" class="link" onClick=${() => setSelected(f)}>${f.slug}</button>`,
     },
     { key: 'name', label: 'Name', sort: (f) => f.name },
-    { key: 'status', label: 'Status', sort: (f) => f.status },
+    { key: 'status', label: 'Status' },
     { key: 'rotation', label: 'Rotation' },
     { key: 'clicks', label: 'Clicks', num: true, sort: (f) => f.clicks, render: (f) => fmt.n(f.clicks) },
     {
       key: 'no_match',
       label: 'No match',
       num: true,
-      sort: (f) => f.no_match,
       render: (f) => fmt.n(f.no_match),
     },
     {
@@ -361,7 +373,7 @@ export function FlowsPage({ me }) {
         : ''
     }
     <${ErrorLine} error=${paged.error ?? failure} />
-    ${paged.page ? html`<${SortTable} label="Flows" columns=${columns} rows=${paged.page.items} rowKey=${(f) => f.id} rowClass=${(f) => (f.id === selected?.id ? 'selected' : '')} />` : html`<p>Loading…</p>`}
+    ${paged.page ? html`<${SortTable} label="Flows" columns=${columns} rows=${paged.page.items} rowKey=${(f) => f.id} sort=${paged.sort} onSort=${paged.setSort} rowClass=${(f) => (f.id === selected?.id ? 'selected' : '')} />` : html`<p>Loading…</p>`}
     <${Pager} paged=${paged} />
     ${selected ? html`<${Streams} key=${selected.id} flow=${selected} admin=${admin} />` : html`<p class="hint">Pick a flow's slug to see its streams.</p>`}
   </section>`;

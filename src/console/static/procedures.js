@@ -3,14 +3,17 @@ import { acp } from './api.js';
 import { ErrorLine, POLL_MS, usePoll } from './ui.js';
 
 const LEVEL_KEY = 'sluice.task_p95_ms';
+/** The range the API accepts for `task_p95_ms`. */
+const MAX_LEVEL = 86_400_000;
+export const validLevel = (ms) => Number.isInteger(ms) && ms >= 1 && ms <= MAX_LEVEL;
 
 /** The agreed task p95 level: the operator's own choice in this browser, else the node's `acp.task_p95_ms`. */
 export function taskLevel(me) {
   const stored = Number(localStorage.getItem(LEVEL_KEY));
-  return Number.isInteger(stored) && stored > 0 ? stored : me.task_p95_ms;
+  return validLevel(stored) ? stored : me.task_p95_ms;
 }
 export function setTaskLevel(ms) {
-  localStorage.setItem(LEVEL_KEY, String(ms));
+  if (validLevel(ms)) localStorage.setItem(LEVEL_KEY, String(ms));
 }
 
 export const fetchProcedures = (level) => acp('/acp/system/procedures', { task_p95_ms: level });

@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { acp, can } from './api.js';
-import { fetchProcedures, setTaskLevel, taskLevel } from './procedures.js';
+import { fetchProcedures, setTaskLevel, taskLevel, validLevel } from './procedures.js';
 import { ErrorLine, fmt, POLL_MS, SortTable, usePoll } from './ui.js';
 
 /** The last failed HTTP calls of one task (operator role), secrets already masked by the node. */
@@ -47,7 +47,19 @@ export function TasksPage({ me, live }) {
   );
   const [message, setMessage] = useState(null);
   const [failuresOf, setFailuresOf] = useState(null);
-  if (!data) return html`<${ErrorLine} error=${error} /><p>Loading…</p>`;
+  // Drawn even before the first answer: a level the node refuses must stay fixable.
+  const levelForm = html`<form class="inline" onSubmit=${(e) => e.preventDefault()}>
+    <label for="level">Agreed p95 level (ms)</label>
+    <input id="level" type="number" min="1" max="86400000" step="1" value=${level}
+      onChange=${(e) => {
+        const v = Number(e.currentTarget.value);
+        if (validLevel(v)) {
+          setTaskLevel(v);
+          setLevel(v);
+        }
+      }} />
+  </form>`;
+  if (!data) return html`<h2>Cron tasks</h2>${levelForm}<${ErrorLine} error=${error} /><p>Loading…</p>`;
   const [tasks, report] = data;
   const flagged = (key) =>
     new Set(
@@ -149,17 +161,7 @@ export function TasksPage({ me, live }) {
   ];
   return html`<section aria-label="Tasks">
     <h2>Cron tasks</h2>
-    <form class="inline" onSubmit=${(e) => e.preventDefault()}>
-      <label for="level">Agreed p95 level (ms)</label>
-      <input id="level" type="number" min="1" step="1" value=${level}
-        onChange=${(e) => {
-          const v = Number(e.currentTarget.value);
-          if (Number.isInteger(v) && v > 0) {
-            setTaskLevel(v);
-            setLevel(v);
-          }
-        }} />
-    </form>
+    ${levelForm}
     ${!isLeader && tasks.items.some((t) => t.execution_scope === 'leader') ? html`<p class="notice">This node is a follower: leader-scoped tasks run on ${leaderId ?? 'no node (no leader!)'}.</p>` : ''}
     ${message ? html`<p class=${message.ok ? 'notice' : 'error'} role="status">${message.text}${message.code ? html` <code>${message.code}</code>` : ''}</p>` : ''}
     <${ErrorLine} error=${error} />

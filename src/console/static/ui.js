@@ -1,5 +1,5 @@
 import { html } from 'htm/preact';
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 
 /** How often pages re-read what they show. */
 export const POLL_MS = 5000;
@@ -27,23 +27,23 @@ export const fmt = {
 export function usePoll(fn, ms, deps = []) {
   const [state, setState] = useState({ data: null, error: null });
   const [tick, setTick] = useState(0);
-  const alive = useRef(true);
-  // Restarts when the caller's deps change (or on reload); `fn` is read fresh each run.
+  // Restarts when the caller's deps change (or on reload). Each run has its own liveness flag, so
+  // an answer still in flight from a previous run (an old page, an old level) is dropped, never shown.
   useEffect(() => {
-    alive.current = true;
+    let alive = true;
     let timer;
     const run = async () => {
       try {
         const data = await fn();
-        if (alive.current) setState({ data, error: null });
+        if (alive) setState({ data, error: null });
       } catch (error) {
-        if (alive.current) setState((s) => ({ data: s.data, error }));
+        if (alive) setState((s) => ({ data: s.data, error }));
       }
-      if (alive.current && ms > 0) timer = setTimeout(run, ms);
+      if (alive && ms > 0) timer = setTimeout(run, ms);
     };
     run();
     return () => {
-      alive.current = false;
+      alive = false;
       clearTimeout(timer);
     };
   }, [...deps, tick]);
@@ -60,18 +60,23 @@ export const ErrorLine = ({ error }) =>
 
 /**
  * A table sortable by the columns that say so. `columns`: [{key, label, sort?: (row) => value,
- * render?: (row) => vnode, num?}]; `rowClass(row)` marks rows (errors, flags).
+ * render?: (row) => vnode, num?}]; `rowClass(row)` marks rows (errors, flags). With `onSort` the
+ * sort is the caller's (a paged list sorted by the server: sorting one page would mislead): the
+ * table shows `sort` and reports clicks, and keeps the rows in the order given.
  */
-export function SortTable({ columns, rows, initial, rowClass, rowKey, label }) {
-  const [sort, setSort] = useState(initial ?? null);
+export function SortTable({ columns, rows, initial, rowClass, rowKey, label, sort: outer, onSort }) {
+  const [inner, setInner] = useState(initial ?? null);
+  const sort = onSort ? outer : inner;
+  const setSort = onSort ? (next) => onSort(next(sort)) : setInner;
   const col = columns.find((c) => c.key === sort?.key);
-  const sorted = col?.sort
-    ? [...rows].sort((a, b) => {
-        const x = col.sort(a);
-        const y = col.sort(b);
-        return (x < y ? -1 : x > y ? 1 : 0) * (sort.desc ? -1 : 1);
-      })
-    : rows;
+  const sorted =
+    col?.sort && !onSort
+      ? [...rows].sort((a, b) => {
+          const x = col.sort(a);
+          const y = col.sort(b);
+          return (x < y ? -1 : x > y ? 1 : 0) * (sort.desc ? -1 : 1);
+        })
+      : rows;
   const toggle = (c) => setSort((s) => ({ key: c.key, desc: s?.key === c.key ? !s.desc : true }));
   return html`<div class="table-wrap">
     <table aria-label=${label}>
