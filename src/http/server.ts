@@ -34,6 +34,24 @@ export interface ServerDeps {
   instrument?: boolean;
 }
 
+/** True when every string (keys included) in a parsed JSON value is well-formed UTF-16. */
+function wellFormed(value: unknown): boolean {
+  // Iterative: a body may nest tens of thousands of levels deep.
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (!v.isWellFormed()) return false;
+    } else if (typeof v === 'object' && v !== null) {
+      for (const [k, x] of Object.entries(v)) {
+        if (!k.isWellFormed()) return false;
+        stack.push(x);
+      }
+    }
+  }
+  return true;
+}
+
 /**
  * The fastify instance with everything every route shares: tracing headers on every response,
  * per-route recorders, the JSON body rules, and the single error path. Routes are added by the
@@ -71,12 +89,24 @@ export function createServer(deps: ServerDeps): FastifyInstance {
    * Authorization header). A client that left, or a request that timed out, gets no answer.
    */
   const rejectMalformed = (err: NodeJS.ErrnoException, socket: Socket) => {
-    if (!socket.writable || err.code === 'ECONNRESET' || err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    // A response already under way on this connection (the parser failed later, e.g. in a chunked
+    // body after the answer) must not get a second one: the connection just ends.
+    const answering = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
+    if (
+      !socket.writable ||
+      answering ||
+      err.code === 'ECONNRESET' ||
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+    ) {
       socket.destroy();
       return;
     }
     const code: ErrorCode =
-      err.code === 'HPE_HEADER_OVERFLOW' ? 'request.headers_too_large' : 'validation.invalid_input';
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? 'request.headers_too_large'
+        : err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW'
+          ? 'request.too_large'
+          : 'validation.invalid_input';
     const { status } = ERROR_CODES[code];
     const id = randomUUID();
     const message =
@@ -87,6 +117,9 @@ export function createServer(deps: ServerDeps): FastifyInstance {
         `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
         `connection: close\r\n\r\n${body}`,
     );
+    // The server allows half-open sockets: without this a client that keeps its end open would
+    // hold the connection, and a graceful stop would wait for it forever.
+    socket.destroySoon();
     telemetry.controllers.get(UNMATCHED_ROUTE).record(0, true);
     logger.error(
       {
@@ -173,7 +206,21 @@ export function createServer(deps: ServerDeps): FastifyInstance {
       return;
     }
     if (body.trim() === '') done(null, {});
-    else parseJson(request, body, done);
+    else if (!/\\u[dD][89a-fA-F]/.test(body)) parseJson(request, body, done);
+    else {
+      // A \uD800-style escape can still make a lone surrogate, which would be stored as U+FFFD.
+      parseJson(request, body, (err, value) => {
+        if (err || wellFormed(value)) done(err, value);
+        else
+          done(
+            new ApiError(
+              'validation.invalid_input',
+              'The request body holds a lone surrogate (\\uD800–\\uDFFF).',
+            ),
+            undefined,
+          );
+      });
+    }
   });
 
   return app;

@@ -208,6 +208,32 @@ describe('hostile input', () => {
     }
   });
 
+  test("a refused request's connection is closed by the node, even when the client keeps its end open", async () => {
+    const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    socket.on('data', () => {});
+    socket.on('error', () => {});
+    await new Promise<void>((r) => socket.once('connect', () => r()));
+    socket.write('GET /go/fuzz HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n');
+    const open = () => new Promise<number>((r) => t.node.app.server.getConnections((_e, n) => r(n)));
+    const deadline = Date.now() + 3000;
+    while ((await open()) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(await open(), 0, 'the node let go of the half-open connection');
+    socket.destroy();
+  });
+
+  test('a parse error after an answer gets its own answer: one record per error response', async () => {
+    // A chunked POST refused at once (bad token), then a broken chunk: the garbage is answered as
+    // the next message on the connection (as Node itself would), each answer with its one record.
+    const before = t.logs.apiErrors().length;
+    const answer = await raw(
+      port,
+      'POST /acp/system/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nZZ\r\n',
+    );
+    const statuses = [...answer.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+    assert.deepEqual(statuses, [401, 400], answer);
+    assert.equal(t.logs.apiErrors().length - before, statuses.length);
+  });
+
   test('bodies: too large, wrong type, invalid UTF-8, deep nesting, pollution keys', async () => {
     const cases: [string, string | Buffer, Record<string, string>, number][] = [
       ['10 MB', Buffer.alloc(10 * 1024 * 1024, 0x20), {}, 413],
@@ -224,6 +250,9 @@ describe('hostile input', () => {
       ['__proto__', '{"__proto__":{"polluted":true}}', {}, 400],
       ['constructor.prototype', '{"constructor":{"prototype":{"polluted":true}}}', {}, 400],
       ['truncated JSON', '{"filter":', {}, 400],
+      // Valid UTF-8 on the wire, but the escape makes a lone surrogate (stored as U+FFFD if let in).
+      ['lone surrogate', '{"filter":{"slug":"a\\ud800b"}}', {}, 400],
+      ['lone surrogate key', '{"\\udc00":1}', {}, 400],
     ];
     for (const [label, body, headers, expected] of cases) {
       const a = await post('/acp/traffic-flows/list', body, headers);
