@@ -17,6 +17,26 @@ interface Window {
 }
 
 /**
+ * The key an address is counted under: IPv4 as it is (an IPv4-mapped IPv6 address as its IPv4),
+ * IPv6 by its /64 — one host usually holds a whole /64 and could otherwise walk through it.
+ */
+export function addressKey(address: string): string {
+  if (!address.includes(':')) return address;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return mapped[1]!;
+  const [head = '', tail = ''] = address.toLowerCase().split('%')[0]!.split('::');
+  const left = head ? head.split(':') : [];
+  const right = address.includes('::') && tail ? tail.split(':') : [];
+  const groups = address.includes('::')
+    ? [...left, ...Array(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right]
+    : left;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => g.replace(/^0+(?=.)/, ''))
+    .join(':')}::/64`;
+}
+
+/**
  * Failed-authentication limiting per client address (`request.ip`: the peer, or the client a
  * trusted proxy names). An address that failed `maxFailures` times in a window is refused with
  * 429 `rate.limited` — before its token is even looked at — until the window ends. Guessing tokens
@@ -35,11 +55,12 @@ export class AuthLimiter {
   /** Throws `rate.limited` (with the seconds to wait) when the address is locked out. */
   check(address: string): void {
     if (this.#o.maxFailures === 0) return;
-    const w = this.#windows.get(address);
+    const key = addressKey(address);
+    const w = this.#windows.get(key);
     if (w === undefined || w.failures < this.#o.maxFailures) return;
-    const waitMs = w.resetAt - this.#o.clock.now();
+    const waitMs = w.resetAt - this.#o.clock.monotonic();
     if (waitMs <= 0) {
-      this.#windows.delete(address);
+      this.#windows.delete(key);
       return;
     }
     const retryAfter = Math.ceil(waitMs / 1000);
@@ -47,7 +68,7 @@ export class AuthLimiter {
       'rate.limited',
       `Too many failed authentications from this address; retry in ${retryAfter} s.`,
       {
-        cause: `${w.failures} failed authentications from ${address} within ${this.#o.windowMs} ms`,
+        cause: `${w.failures} failed authentications from ${key} within ${this.#o.windowMs} ms`,
         details: { retry_after_seconds: retryAfter },
       },
     );
@@ -56,10 +77,12 @@ export class AuthLimiter {
   /** Counts one failed authentication of the address. */
   failed(address: string): void {
     if (this.#o.maxFailures === 0) return;
-    const now = this.#o.clock.now();
-    const w = this.#windows.get(address);
+    // Monotonic: a wall-clock step must not stretch or cut a lockout.
+    const now = this.#o.clock.monotonic();
+    const key = addressKey(address);
+    const w = this.#windows.get(key);
     if (w === undefined || w.resetAt <= now)
-      this.#windows.set(address, { failures: 1, resetAt: now + this.#o.windowMs });
+      this.#windows.set(key, { failures: 1, resetAt: now + this.#o.windowMs });
     else w.failures++;
   }
 

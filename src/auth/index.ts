@@ -1,4 +1,4 @@
-export { AuthLimiter, type AuthLimiterOptions } from './auth-limiter.ts';
+export { AuthLimiter, type AuthLimiterOptions, addressKey } from './auth-limiter.ts';
 export { Authenticator, type ConfiguredOperator, type Principal, roleAllows } from './authenticator.ts';
 export { bootstrapAdmin, createOperator } from './operators.ts';
 export { digestEquals, generateToken, parseBearer, sha256, sha256Hex, TOKEN_PREFIX } from './tokens.ts';

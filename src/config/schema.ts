@@ -87,6 +87,7 @@ export const ConfigSchema = Type.Object(
             url: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', secret: true })),
             pool_max: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
             schema: Type.String({ pattern: '^[a-z_][a-z0-9_]{0,62}$', default: 'public' }),
+            query_timeout_ms: Milliseconds(30_000, 100),
           },
           strict,
         ),

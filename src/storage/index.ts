@@ -28,6 +28,7 @@ export function openStorage(config: Config, clock: Clock, cwd = process.cwd(), l
       url: config.storage.postgres.url!,
       poolMax: config.storage.postgres.pool_max,
       schema: config.storage.postgres.schema,
+      queryTimeoutMs: config.storage.postgres.query_timeout_ms,
       clock,
       logger,
     });

@@ -20,7 +20,7 @@ const UNAVAILABLE_CODES = new Set([
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
   if (e.code && (UNAVAILABLE_CODES.has(e.code) || e.code.startsWith('08'))) return true;
-  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error/i.test(
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout/i.test(
     e.message ?? '',
   );
 }

@@ -11,6 +11,8 @@ export interface PostgresOptions {
   poolMax: number;
   /** Schema for every table (search_path); created on migrate. */
   schema: string;
+  /** A statement unanswered this long fails (client side): a partition sends no reset. */
+  queryTimeoutMs?: number;
   clock: Clock;
   logger?: Logger | undefined;
 }
@@ -32,6 +34,10 @@ export function openPostgres(opts: PostgresOptions): SqlStorage {
     connectionTimeoutMillis: 3000,
     idleTimeoutMillis: 30_000,
     options: searchPath,
+    query_timeout: opts.queryTimeoutMs ?? 30_000,
+    // A peer that vanished without a reset is noticed by the kernel, not after hours.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
   });
   // An idle client losing its server emits here; without a listener the process would crash.
   pool.on('error', (err) => opts.logger?.warn({ err: err.message }, 'postgres pool client error'));
@@ -49,6 +55,8 @@ export function openPostgres(opts: PostgresOptions): SqlStorage {
       connectionString: opts.url,
       connectionTimeoutMillis: 3000,
       options: searchPath,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
     });
     listener = client;
     const reconnect = () => {

@@ -25,6 +25,8 @@ export interface HostSection {
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
 /** Length of the window for "current" CPU percent and event-loop utilisation. */
 const WINDOW_MS = 10_000;
+/** Resolution of the event-loop delay histogram, ms; subtracted from what it reads. */
+const DELAY_RESOLUTION_MS = 10;
 
 /**
  * Process and host figures for the `host` section. CPU percent and event-loop utilisation are over
@@ -37,14 +39,27 @@ export class HostStats {
   readonly #isLeader: () => boolean;
   readonly #leaderId: () => string | undefined;
   readonly #startedAt: number;
-  readonly #delay: ReturnType<typeof monitorEventLoopDelay> = monitorEventLoopDelay({ resolution: 10 });
+  readonly #delay: ReturnType<typeof monitorEventLoopDelay> = monitorEventLoopDelay({
+    resolution: DELAY_RESOLUTION_MS,
+  });
   #timer: NodeJS.Timeout | undefined;
   #lastElu = performance.eventLoopUtilization();
   #lastCpu = process.cpuUsage();
   #lastAt: number;
   #window = { cpuPercent: 0, elu: 0, p50: 0, p99: 0, max: 0 };
+  #sampled = false;
 
-  constructor(clock: Clock, serverId: string, isLeader: () => boolean, leaderId?: () => string | undefined) {
+  readonly #windowMs: number;
+
+  constructor(
+    clock: Clock,
+    serverId: string,
+    isLeader: () => boolean,
+    leaderId?: () => string | undefined,
+    /** How often the window is sampled (tests shorten it). */
+    windowMs = WINDOW_MS,
+  ) {
+    this.#windowMs = windowMs;
     this.#clock = clock;
     this.#serverId = serverId;
     this.#isLeader = isLeader;
@@ -55,7 +70,7 @@ export class HostStats {
 
   start(): void {
     this.#delay.enable();
-    this.#timer = setInterval(() => this.#sample(), WINDOW_MS);
+    this.#timer = setInterval(() => this.#sample(), this.#windowMs);
     this.#timer.unref();
   }
 
@@ -64,7 +79,16 @@ export class HostStats {
     this.#delay.disable();
   }
 
+  /**
+   * The histogram records the interval between its own timer's runs, so an idle loop reads about
+   * the resolution (10 ms); what is shown is the lag beyond it, in ms.
+   */
+  #lag(ns: number): number {
+    return this.#delay.count ? round3(Math.max(0, ns / 1e6 - DELAY_RESOLUTION_MS)) : 0;
+  }
+
   #sample(): void {
+    this.#sampled = true;
     const now = this.#clock.monotonic();
     const elapsedMs = Math.max(now - this.#lastAt, 1);
     const cpu = process.cpuUsage(this.#lastCpu);
@@ -72,9 +96,9 @@ export class HostStats {
     this.#window = {
       cpuPercent: round3(((cpu.user + cpu.system) / 1000 / elapsedMs) * 100),
       elu: round3(elu.utilization),
-      p50: this.#delay.count ? round3(this.#delay.percentile(50) / 1e6) : 0,
-      p99: this.#delay.count ? round3(this.#delay.percentile(99) / 1e6) : 0,
-      max: this.#delay.count ? round3(this.#delay.max / 1e6) : 0,
+      p50: this.#lag(this.#delay.percentile(50)),
+      p99: this.#lag(this.#delay.percentile(99)),
+      max: this.#lag(this.#delay.max),
     };
     this.#delay.reset();
     this.#lastAt = now;
@@ -84,7 +108,7 @@ export class HostStats {
 
   snapshot(): HostSection {
     // Before the first window closes, report what has been seen so far rather than zeros.
-    if (this.#clock.monotonic() - this.#lastAt >= 1000 && this.#window.p99 === 0) this.#sample();
+    if (!this.#sampled && this.#clock.monotonic() - this.#lastAt >= 1000) this.#sample();
     const m = process.memoryUsage();
     const cpu = process.cpuUsage();
     return {

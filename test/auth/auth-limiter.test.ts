@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AuthLimiter } from '../../src/auth/index.ts';
+import { AuthLimiter, addressKey } from '../../src/auth/index.ts';
 import { ApiError } from '../../src/errors/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
 
@@ -59,5 +59,29 @@ describe('AuthLimiter', () => {
     const bounded = new AuthLimiter({ maxFailures: 1, windowMs: 1000, clock, maxAddresses: 100 });
     for (let i = 0; i < 10_000; i++) bounded.failed(`10.0.${i >> 8}.${i & 255}`);
     assert.equal(bounded.size, 100);
+  });
+});
+
+describe('addressKey', () => {
+  test('IPv4 as is, IPv4-mapped as IPv4, IPv6 by its /64', () => {
+    const cases: [string, string][] = [
+      ['198.51.100.7', '198.51.100.7'],
+      ['::ffff:198.51.100.7', '198.51.100.7'],
+      ['2001:db8:1:2:aaaa:bbbb:cccc:dddd', '2001:db8:1:2::/64'],
+      ['2001:db8:1:2::1', '2001:db8:1:2::/64'],
+      ['2001:0db8:0001:0002::ffff', '2001:db8:1:2::/64'],
+      ['2001:db8::1', '2001:db8:0:0::/64'],
+      ['::1', '0:0:0:0::/64'],
+      ['fe80::1%eth0', 'fe80:0:0:0::/64'],
+    ];
+    for (const [address, key] of cases) assert.equal(addressKey(address), key, address);
+  });
+
+  test('one IPv6 host walking its /64 shares one budget', () => {
+    const clock = new ManualClock();
+    const l = new AuthLimiter({ maxFailures: 3, windowMs: 60_000, clock });
+    for (let i = 1; i <= 3; i++) l.failed(`2001:db8:1:2::${i.toString(16)}`);
+    assert.equal(limited(l, '2001:db8:1:2::ffff'), true);
+    assert.equal(limited(l, '2001:db8:1:3::1'), false);
   });
 });

@@ -44,6 +44,17 @@ export class TcpProxy {
     if (server) await new Promise<void>((r) => server.close(() => r()));
   }
 
+  /**
+   * A partition: connections stay open but nothing passes any more, and no reset is sent — the
+   * case a closed socket does not show. `down()` ends it.
+   */
+  freeze(): void {
+    for (const s of this.#sockets) {
+      s.unpipe();
+      s.pause();
+    }
+  }
+
   /** Listens again on the same port. */
   async up(): Promise<void> {
     await this.start(this.port);

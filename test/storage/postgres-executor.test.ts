@@ -2,10 +2,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { ApiError } from '../../src/errors/index.ts';
+import { openPostgres } from '../../src/storage/index.ts';
 import { PostgresExecutor } from '../../src/storage/postgres-executor.ts';
 import { QueryStats } from '../../src/storage/query-stats.ts';
 import { systemClock } from '../../src/time/index.ts';
-import { PG_URL, pgAvailable } from '../helpers/postgres.ts';
+import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
 import { TcpProxy } from '../helpers/tcp-proxy.ts';
 
 const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
@@ -51,6 +52,40 @@ describe('PostgreSQL executor when the connection dies', { skip }, () => {
       assert.equal(Number(rows[0]!.n), 3);
     } finally {
       process.off('uncaughtException', onUncaught);
+    }
+  });
+});
+
+describe('PostgreSQL behind a partition (no reset ever arrives)', { skip }, () => {
+  test('a statement with no answer fails with db.unavailable after query_timeout_ms', async () => {
+    const db = new URL(PG_URL);
+    const proxy = new TcpProxy(db.hostname, Number(db.port || 5432));
+    await proxy.start();
+    const via = new URL(PG_URL);
+    via.port = String(proxy.port);
+    const schema = testSchema();
+    const store = openPostgres({
+      url: via.toString(),
+      poolMax: 2,
+      schema,
+      queryTimeoutMs: 400,
+      clock: systemClock,
+    });
+    try {
+      await store.migrate();
+      assert.equal(await store.flows.getBySlug('nope'), undefined);
+      proxy.freeze();
+      const t0 = performance.now();
+      await assert.rejects(
+        store.flows.getBySlug('nope'),
+        (err: unknown) => err instanceof ApiError && err.code === 'db.unavailable',
+      );
+      const waited = performance.now() - t0;
+      assert.ok(waited >= 350 && waited < 3000, `failed after ${waited.toFixed(0)} ms`);
+    } finally {
+      await proxy.down();
+      await store.close().catch(() => {});
+      await dropSchema(schema);
     }
   });
 });
