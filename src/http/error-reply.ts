@@ -46,17 +46,20 @@ export function toApiError(err: unknown): ApiError {
 }
 
 /**
- * Sends the contract error body and writes the request's one `api error` record. Every 4xx/5xx
- * Sluice answers goes through here, which is what makes "one log record per API error" hold.
+ * The contract body of an error (§7) and the fields of its one `api error` record (the request's
+ * ids come from its logger). Shared by the routed error path and the answer to requests the HTTP
+ * parser refuses, so the two cannot drift apart.
  */
-export function sendApiError(request: FastifyRequest, reply: FastifyReply, thrown: unknown): FastifyReply {
-  const err = toApiError(thrown);
+export function describeApiError(
+  err: ApiError,
+  requestId: string,
+): { body: ErrorBody; record: Record<string, unknown> } {
   const body: ErrorBody = {
     error: {
       code: err.code,
       // A 5xx never shows internals: the registry's generic message only.
       message: err.status >= 500 ? ERROR_CODES[err.code].message : err.message,
-      request_id: request.id,
+      request_id: requestId,
     },
   };
   if (err.details !== undefined && err.status < 500) body.error.details = err.details;
@@ -66,6 +69,16 @@ export function sendApiError(request: FastifyRequest, reply: FastifyReply, throw
     error: describeCause(err.cause ?? err),
   };
   if (err.details !== undefined) record.details = err.details;
+  return { body, record };
+}
+
+/**
+ * Sends the contract error body and writes the request's one `api error` record. Every 4xx/5xx
+ * Sluice answers goes through here, which is what makes "one log record per API error" hold.
+ */
+export function sendApiError(request: FastifyRequest, reply: FastifyReply, thrown: unknown): FastifyReply {
+  const err = toApiError(thrown);
+  const { body, record } = describeApiError(err, request.id);
   request.log.error(record, 'api error');
   const wait = (err.details as { retry_after_seconds?: unknown } | undefined)?.retry_after_seconds;
   if (err.code === 'rate.limited' && typeof wait === 'number') reply.header('retry-after', String(wait));

@@ -10,9 +10,9 @@ import Fastify, {
   type onResponseHookHandler,
 } from 'fastify';
 import type { Config } from '../config/index.ts';
-import { ApiError, ERROR_CODES, type ErrorCode } from '../errors/index.ts';
+import { ApiError, type ErrorCode } from '../errors/index.ts';
 import { LazyRequestLogger, type Logger, type Telemetry, UNMATCHED_ROUTE } from '../telemetry/index.ts';
-import { sendApiError } from './error-reply.ts';
+import { describeApiError, sendApiError } from './error-reply.ts';
 import { CountryResolver, requestIdFrom } from './request-context.ts';
 
 declare module 'fastify' {
@@ -107,30 +107,26 @@ export function createServer(deps: ServerDeps): FastifyInstance {
         : err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW'
           ? 'request.too_large'
           : 'validation.invalid_input';
-    const { status } = ERROR_CODES[code];
+    const refused = new ApiError(
+      code,
+      code === 'validation.invalid_input' ? 'The request is not valid HTTP.' : undefined,
+      // Only the parser's code and message: its raw bytes may hold an Authorization header.
+      { cause: `${err.code ?? 'HPE'}: ${err.message}` },
+    );
     const id = randomUUID();
-    const message =
-      code === 'validation.invalid_input' ? 'The request is not valid HTTP.' : ERROR_CODES[code].message;
-    const body = JSON.stringify({ error: { code, message, request_id: id } });
+    const { status } = refused;
+    const { body, record } = describeApiError(refused, id);
+    const json = JSON.stringify(body);
     socket.end(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nx-request-id: ${id}\r\nx-server-id: ${serverId}\r\n` +
-        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
-        `connection: close\r\n\r\n${body}`,
+        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(json)}\r\n` +
+        `connection: close\r\n\r\n${json}`,
     );
     // The server allows half-open sockets: without this a client that keeps its end open would
     // hold the connection, and a graceful stop would wait for it forever.
     socket.destroySoon();
     telemetry.controllers.get(UNMATCHED_ROUTE).record(0, true);
-    logger.error(
-      {
-        code,
-        http_status: status,
-        error: `${err.code ?? 'HPE'}: ${err.message}`,
-        request_id: id,
-        trace_id: id,
-      },
-      'api error',
-    );
+    logger.error({ ...record, request_id: id, trace_id: id }, 'api error');
   };
 
   app.decorateRequest('country', undefined);
