@@ -2,7 +2,6 @@ import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Authenticator, type AuthLimiter, type Principal } from '../auth/index.ts';
 import type { Role } from '../config/index.ts';
-import { ApiError } from '../errors/index.ts';
 import { runWithContext } from '../telemetry/index.ts';
 
 declare module 'fastify' {
@@ -62,14 +61,8 @@ export class AcpRouter {
       url: def.path,
       schema: { body: def.body ?? EmptyBody },
       onRequest: async (request) => {
-        limiter?.check(request.ip);
-        let principal: Principal;
-        try {
-          principal = await auth.authenticate(request.headers.authorization);
-        } catch (err) {
-          if (err instanceof ApiError && err.code === 'auth.unauthorized') limiter?.failed(request.ip);
-          throw err;
-        }
+        const authenticate = () => auth.authenticate(request.headers.authorization);
+        const principal = await (limiter ? limiter.guard(request.ip, authenticate) : authenticate());
         Authenticator.require(principal, def.role);
         request.principal = principal;
       },

@@ -86,6 +86,20 @@ export class AuthLimiter {
     else w.failures++;
   }
 
+  /**
+   * Runs one authentication for an address: refused while the address is locked out, and counted
+   * when it fails (`auth.unauthorized`) — the one rule for the ACP and `/metrics` alike.
+   */
+  async guard<T>(address: string, authenticate: () => T | Promise<T>): Promise<T> {
+    this.check(address);
+    try {
+      return await authenticate();
+    } catch (err) {
+      if (err instanceof ApiError && err.code === 'auth.unauthorized') this.failed(address);
+      throw err;
+    }
+  }
+
   /** Addresses currently remembered (for tests and the memory bound). */
   get size(): number {
     return this.#windows.size;

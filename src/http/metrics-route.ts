@@ -22,12 +22,13 @@ export function registerMetricsRoute(
   const expected = opts.tokenSha256?.toLowerCase();
   app.get('/metrics', async (request, reply) => {
     if (expected) {
-      opts.limiter?.check(request.ip);
-      const token = parseBearer(request.headers.authorization);
-      if (token === undefined || !digestEquals(sha256(token), expected)) {
-        opts.limiter?.failed(request.ip);
-        throw new ApiError('auth.unauthorized', 'A valid metrics token is required.');
-      }
+      const authenticate = () => {
+        const token = parseBearer(request.headers.authorization);
+        if (token === undefined || !digestEquals(sha256(token), expected)) {
+          throw new ApiError('auth.unauthorized', 'A valid metrics token is required.');
+        }
+      };
+      await (opts.limiter ? opts.limiter.guard(request.ip, authenticate) : authenticate());
     }
     const { body, contentType } = await telemetry.exposition(negotiateFormat(request.headers.accept));
     return reply.type(contentType).send(body);
