@@ -4,25 +4,27 @@
  * gathers it in-process; both judge it here, so the terminal and the browser never disagree.
  */
 
-/** A task item as `/acp/cron-tasks/list` returns it (only the fields the procedures read). */
-export interface TaskView {
-  name: string;
-  kind: string;
-  execution_scope: 'leader' | 'all';
-  enabled: boolean;
-  timeout_ms?: number;
-  next_run_at: string | null;
-  runtime: {
-    running: boolean;
-    running_since: string | null;
-    runs: number;
-    failures: number;
-    p95: number;
-    last_error: string | null;
-    failures_last_hour: number;
-    failures_prev_hour: number;
+import type { TaskItem } from '../cron/index.ts';
+import type { FailedCall } from '../http-client/index.ts';
+
+/**
+ * A task item as `/acp/cron-tasks/list` returns it (only the fields the procedures read).
+ * `timeout_ms` is optional: an older node does not send it.
+ */
+export type TaskView = Pick<TaskItem, 'name' | 'kind' | 'execution_scope' | 'enabled' | 'next_run_at'> &
+  Partial<Pick<TaskItem, 'timeout_ms'>> & {
+    runtime: Pick<
+      TaskItem['runtime'],
+      | 'running'
+      | 'running_since'
+      | 'runs'
+      | 'failures'
+      | 'p95'
+      | 'last_error'
+      | 'failures_last_hour'
+      | 'failures_prev_hour'
+    >;
   };
-}
 
 /** A recorder entry of `controllers` (§5). */
 export interface ControllerEntry {
@@ -33,14 +35,7 @@ export interface ControllerEntry {
 }
 
 /** A failed outgoing call as `/acp/http-client/recent-failures` returns it (fields read here). */
-export interface FailedCallView {
-  at: string;
-  task: string | null;
-  method: string;
-  url: string;
-  status: number | null;
-  error: string;
-}
+export type FailedCallView = Pick<FailedCall, 'at' | 'task' | 'method' | 'url' | 'status' | 'error'>;
 
 /** Everything the procedures judge, for one node at one moment. */
 export interface NodeSnapshot {
