@@ -6,7 +6,7 @@ import { ErrorLine, fmt, SortTable, usePoll } from './ui.js';
 const PAGE = 20;
 
 /** Keyset paging over a list endpoint: next by `next_cursor`, back by the cursors already seen. */
-function usePaged(path, filter, version) {
+function usePaged(path, filter) {
   const [cursors, setCursors] = useState([undefined]);
   const [sort, setSortState] = useState(null);
   const cursor = cursors.at(-1);
@@ -19,7 +19,7 @@ function usePaged(path, filter, version) {
         ...(cursor ? { cursor } : {}),
       }),
     0,
-    [path, JSON.stringify(filter), JSON.stringify(sort), cursor, version],
+    [path, JSON.stringify(filter), JSON.stringify(sort), cursor],
   );
   return {
     page,
@@ -154,6 +154,45 @@ function toBody(fields, values, initial, id) {
   return body;
 }
 
+/**
+ * Create, edit and delete over one paged list (`base`/create, /update, /delete): what is being
+ * edited (`'new'` or a record), the last failed delete, and the calls; each success reloads the page.
+ */
+function useEditor(paged, base, fields) {
+  const [editing, setEditing] = useState(null);
+  const [failure, setFailure] = useState(null);
+  const done = () => {
+    setEditing(null);
+    paged.reload();
+  };
+  /** Saves the form; `extra` goes with a create (a stream's `flow_id`). Returns the saved record. */
+  const save = async (values, extra = {}) => {
+    const saved =
+      editing === 'new'
+        ? await acp(`${base}/create`, { ...extra, ...toBody(fields, values, {}) })
+        : await acp(`${base}/update`, {
+            id: editing.id,
+            version: editing.version,
+            ...toBody(fields, values, editing, editing.id),
+          });
+    done();
+    return saved;
+  };
+  /** Deletes a record; true when it is gone, else the failure is shown. */
+  const remove = async (record) => {
+    try {
+      await acp(`${base}/delete`, { id: record.id });
+      setFailure(null);
+      done();
+      return true;
+    } catch (err) {
+      setFailure(err);
+      return false;
+    }
+  };
+  return { editing, setEditing, failure, save, remove };
+}
+
 const FLOW_FIELDS = [
   { name: 'slug', label: 'Slug (a–z, 0–9, -)', type: 'text', placeholder: 'summer-sale' },
   { name: 'name', label: 'Name', type: 'text' },
@@ -191,35 +230,8 @@ const formValues = (fields, record) =>
   );
 
 function Streams({ flow, admin }) {
-  const [version, setVersion] = useState(0);
-  const paged = usePaged('/acp/streams/list', { flow_id: flow.id }, version);
-  const [editing, setEditing] = useState(null);
-  const [failure, setFailure] = useState(null);
-  const done = () => {
-    setEditing(null);
-    setVersion((v) => v + 1);
-  };
-  const save = async (values) => {
-    if (editing === 'new') {
-      await acp('/acp/streams/create', { flow_id: flow.id, ...toBody(STREAM_FIELDS, values, {}) });
-    } else {
-      await acp('/acp/streams/update', {
-        id: editing.id,
-        version: editing.version,
-        ...toBody(STREAM_FIELDS, values, editing, editing.id),
-      });
-    }
-    done();
-  };
-  const remove = async (s) => {
-    try {
-      await acp('/acp/streams/delete', { id: s.id });
-      setFailure(null);
-      done();
-    } catch (err) {
-      setFailure(err);
-    }
-  };
+  const paged = usePaged('/acp/streams/list', { flow_id: flow.id });
+  const { editing, setEditing, failure, save, remove } = useEditor(paged, '/acp/streams', STREAM_FIELDS);
   const columns = [
     { key: 'name', label: 'Stream', sort: (s) => s.name },
     { key: 'type', label: 'Type' },
@@ -274,7 +286,7 @@ function Streams({ flow, admin }) {
                 ? { type: 'regular', position: 0, weight: 100, status: 'active', redirect_code: 302 }
                 : editing,
             )}
-            onSave=${save}
+            onSave=${(values) => save(values, { flow_id: flow.id })}
             onCancel=${() => setEditing(null)}
           />`
         : ''
@@ -288,36 +300,13 @@ function Streams({ flow, admin }) {
 /** Flows with their streams: lists for everyone, create/edit/delete for admins. */
 export function FlowsPage({ me }) {
   const admin = can(me.role, 'admin');
-  const [version, setVersion] = useState(0);
-  const paged = usePaged('/acp/traffic-flows/list', undefined, version);
-  const [editing, setEditing] = useState(null);
+  const paged = usePaged('/acp/traffic-flows/list');
+  const editor = useEditor(paged, '/acp/traffic-flows', FLOW_FIELDS);
+  const { editing, setEditing, failure } = editor;
   const [selected, setSelected] = useState(null);
-  const [failure, setFailure] = useState(null);
-  const done = () => {
-    setEditing(null);
-    setVersion((v) => v + 1);
-  };
-  const save = async (values) => {
-    const flow =
-      editing === 'new'
-        ? await acp('/acp/traffic-flows/create', toBody(FLOW_FIELDS, values, {}))
-        : await acp('/acp/traffic-flows/update', {
-            id: editing.id,
-            version: editing.version,
-            ...toBody(FLOW_FIELDS, values, editing, editing.id),
-          });
-    setSelected(flow);
-    done();
-  };
+  const save = async (values) => setSelected(await editor.save(values));
   const remove = async (f) => {
-    try {
-      await acp('/acp/traffic-flows/delete', { id: f.id });
-      if (selected?.id === f.id) setSelected(null);
-      setFailure(null);
-      done();
-    } catch (err) {
-      setFailure(err);
-    }
+    if ((await editor.remove(f)) && selected?.id === f.id) setSelected(null);
   };
   const columns = [
     {
