@@ -2,28 +2,9 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-
-const CLI = resolve(import.meta.dirname, '../src/cli.ts');
-
-function run(args: string[], opts: { cwd: string; env?: NodeJS.ProcessEnv }) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      cwd: opts.cwd,
-      env: { PATH: process.env.PATH, ...opts.env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    child.stderr.on('data', (d) => {
-      stderr += d;
-    });
-    child.on('close', (code) => done({ code, stdout, stderr }));
-  });
-}
+import { CLI, runCli } from './helpers/cli.ts';
 
 describe('sluice CLI', () => {
   let dir: string;
@@ -58,19 +39,19 @@ describe('sluice CLI', () => {
     for (const [what, yaml, message] of cases) {
       test(what, async () => {
         writeFileSync(join(dir, 'config.bad.yml'), yaml);
-        const r = await run(['start', '--config-dir', dir, '--mode', 'bad'], { cwd: dir });
+        const r = await runCli(['start', '--config-dir', dir, '--mode', 'bad'], { cwd: dir });
         assert.equal(r.code, 78, r.stderr);
         assert.match(r.stderr, message);
         assert.equal(r.stderr.trim().split('\n').length, 1, 'one message');
       });
     }
     test('a missing mode file', async () => {
-      const r = await run(['start', '--config-dir', dir, '--mode', 'nosuch'], { cwd: dir });
+      const r = await runCli(['start', '--config-dir', dir, '--mode', 'nosuch'], { cwd: dir });
       assert.equal(r.code, 78);
       assert.match(r.stderr, /config\.nosuch\.yml: the file does not exist/);
     });
     test('an environment override names its variable', async () => {
-      const r = await run(['start', '--config-dir', dir, '--mode', 'test'], {
+      const r = await runCli(['start', '--config-dir', dir, '--mode', 'test'], {
         cwd: dir,
         env: { APP__APP__SERVER__PORT: '-1' },
       });
@@ -82,40 +63,40 @@ describe('sluice CLI', () => {
     });
     test('APP_CONFIG_DIR and APP_MODE are honoured', async () => {
       writeFileSync(join(dir, 'config.envmode.yml'), 'nope: 1\n');
-      const r = await run(['start'], { cwd: dir, env: { APP_CONFIG_DIR: dir, APP_MODE: 'envmode' } });
+      const r = await runCli(['start'], { cwd: dir, env: { APP_CONFIG_DIR: dir, APP_MODE: 'envmode' } });
       assert.equal(r.code, 78);
       assert.match(r.stderr, /nope in .*config\.envmode\.yml: unknown key/);
     });
   });
 
   test('bad usage exits 64', async () => {
-    assert.equal((await run(['frobnicate'], { cwd: dir })).code, 64);
+    assert.equal((await runCli(['frobnicate'], { cwd: dir })).code, 64);
     assert.equal(
       (
-        await run(
+        await runCli(
           ['operator', 'create', '--name', 'x', '--role', 'king', '--config-dir', dir, '--mode', 'test'],
           { cwd: dir },
         )
       ).code,
       64,
     );
-    assert.equal((await run(['start', '--bogus'], { cwd: dir })).code, 64);
+    assert.equal((await runCli(['start', '--bogus'], { cwd: dir })).code, 64);
   });
 
   test('operator create prints a token once; list shows no token; revoke', async () => {
     const args = ['--config-dir', dir, '--mode', 'test'];
-    const created = await run(['operator', 'create', '--name', 'alice', '--role', 'operator', ...args], {
+    const created = await runCli(['operator', 'create', '--name', 'alice', '--role', 'operator', ...args], {
       cwd: dir,
     });
     assert.equal(created.code, 0, created.stderr);
     const token = /slc_[A-Za-z0-9_-]{43}/.exec(created.stdout)?.[0];
     assert.ok(token);
-    const dup = await run(['operator', 'create', '--name', 'alice', '--role', 'viewer', ...args], {
+    const dup = await runCli(['operator', 'create', '--name', 'alice', '--role', 'viewer', ...args], {
       cwd: dir,
     });
     assert.equal(dup.code, 1);
     assert.match(dup.stderr, /already exists/);
-    const listed = await run(['operator', 'list', '--json', ...args], { cwd: dir });
+    const listed = await runCli(['operator', 'list', '--json', ...args], { cwd: dir });
     assert.equal(listed.code, 0);
     assert.ok(!listed.stdout.includes(token));
     const ops = JSON.parse(listed.stdout) as { name: string; role: string; revoked_at: string | null }[];
@@ -123,9 +104,11 @@ describe('sluice CLI', () => {
       ops.map((o) => [o.name, o.role, o.revoked_at]),
       [['alice', 'operator', null]],
     );
-    assert.equal((await run(['operator', 'revoke', '--name', 'alice', ...args], { cwd: dir })).code, 0);
-    assert.equal((await run(['operator', 'revoke', '--name', 'alice', ...args], { cwd: dir })).code, 1);
-    const after = JSON.parse((await run(['operator', 'list', '--json', ...args], { cwd: dir })).stdout) as {
+    assert.equal((await runCli(['operator', 'revoke', '--name', 'alice', ...args], { cwd: dir })).code, 0);
+    assert.equal((await runCli(['operator', 'revoke', '--name', 'alice', ...args], { cwd: dir })).code, 1);
+    const after = JSON.parse(
+      (await runCli(['operator', 'list', '--json', ...args], { cwd: dir })).stdout,
+    ) as {
       revoked_at: string | null;
     }[];
     assert.ok(after[0]?.revoked_at);
@@ -133,12 +116,12 @@ describe('sluice CLI', () => {
 
   test('migrate applies migrations; demo creates its flows once', async () => {
     const args = ['--config-dir', dir, '--mode', 'test'];
-    const migrated = await run(['migrate', ...args], { cwd: dir });
+    const migrated = await runCli(['migrate', ...args], { cwd: dir });
     assert.equal(migrated.code, 0, migrated.stderr);
-    const first = await run(['demo', ...args], { cwd: dir });
+    const first = await runCli(['demo', ...args], { cwd: dir });
     assert.equal(first.code, 0, first.stderr);
     assert.match(first.stdout, /Created demo flows: demo, demo-position/);
-    const second = await run(['demo', ...args], { cwd: dir });
+    const second = await runCli(['demo', ...args], { cwd: dir });
     assert.match(second.stdout, /already exist/);
     const { openSqlite } = await import('../src/storage/index.ts');
     const { systemClock } = await import('../src/time/index.ts');

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer as createTcpServer, type Socket } from 'node:net';
+import { until as waitUntil } from '../../test/helpers/until.ts';
 import {
   type Cluster,
   check,
@@ -29,15 +30,9 @@ interface Metrics {
 
 const metrics = async (c: Cluster, n: NodeProcess) => (await c.acp<Metrics>(n, '/acp/system/metrics')).body;
 
-/** Polls until `fn` is true; returns the ms it took, or throws after `limitMs`. */
-async function until(what: string, fn: () => Promise<boolean>, limitMs: number): Promise<number> {
-  const t0 = performance.now();
-  while (!(await fn().catch(() => false))) {
-    if (performance.now() - t0 > limitMs) throw new Error(`${what}: not within ${limitMs} ms`);
-    await sleep(50);
-  }
-  return performance.now() - t0;
-}
+/** Polls until `fn` holds; a call that fails (the database is away) counts as not yet. */
+const until = (what: string, fn: () => Promise<boolean>, limitMs: number) =>
+  waitUntil(what, () => fn().catch(() => false), limitMs, 50);
 
 /**
  * Stops and starts the machine's own PostgreSQL cluster (`pg_ctlcluster`, as root on a Debian

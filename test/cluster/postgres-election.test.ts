@@ -7,22 +7,9 @@ import { systemClock } from '../../src/time/index.ts';
 import { LogCapture } from '../helpers/node.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
 import { TcpProxy } from '../helpers/tcp-proxy.ts';
+import { until } from '../helpers/until.ts';
 
 const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs: number,
-): Promise<number> {
-  const t0 = performance.now();
-  while (performance.now() - t0 < timeoutMs) {
-    if (await check()) return performance.now() - t0;
-    await sleep(10);
-  }
-  assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
 
 describe('leader election on PostgreSQL', { skip }, () => {
   const schema = testSchema();

@@ -1,32 +1,14 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Value } from '@sinclair/typebox/value';
 import { DoctorReportSchema, runDoctor } from '../../src/doctor/index.ts';
+import { runCli } from '../helpers/cli.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
 
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
-
-function doctor(args: string[], env: NodeJS.ProcessEnv = {}) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
-    const child = spawn(process.execPath, [CLI, 'doctor', ...args], {
-      env: { PATH: process.env.PATH, ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    child.stderr.on('data', (d) => {
-      stderr += d;
-    });
-    child.on('close', (code) => done({ code, stdout, stderr }));
-  });
-}
+const doctor = (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(['doctor', ...args], { env });
 
 type Report = ReturnType<typeof JSON.parse>;
 /** Fails with every schema violation listed. */

@@ -4,17 +4,9 @@ import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { startTestNode } from '../helpers/node.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
 import { TcpProxy } from '../helpers/tcp-proxy.ts';
+import { until } from '../helpers/until.ts';
 
 const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  assert.fail(`timed out waiting for ${what}`);
-}
 
 describe('two nodes on one PostgreSQL', { skip }, () => {
   test('a write on one node reaches the other at once (LISTEN/NOTIFY), counters sum', async () => {
@@ -49,6 +41,7 @@ describe('two nodes on one PostgreSQL', { skip }, () => {
         'node b to see the new target',
         async () => (await where(b.url)) === 'https://two.test/',
         3000,
+        25,
       );
 
       const N = 50;
@@ -127,7 +120,7 @@ describe('PostgreSQL down and back', { skip }, () => {
       assert.equal(t.node.storage.stats().status, 'down');
 
       await proxy.up();
-      await until('readyz', async () => (await fetch(`${t.url}/readyz`)).status === 200);
+      await until('readyz', async () => (await fetch(`${t.url}/readyz`)).status === 200, 5000, 25);
       const list = await t.acp('/acp/traffic-flows/list', admin, {});
       assert.equal(list.status, 200);
       await list.arrayBuffer();

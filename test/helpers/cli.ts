@@ -1,0 +1,30 @@
+import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+
+/** The `sluice` command, run by the same Node as the tests. */
+export const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
+
+/**
+ * Runs `sluice <args>` to its exit with only PATH and the given variables in its environment,
+ * and collects what it printed.
+ */
+export function runCli(
+  args: string[],
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      ...(opts.cwd ? { cwd: opts.cwd } : {}),
+      env: { PATH: process.env.PATH, ...opts.env },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
+    child.on('close', (code) => done({ code, stdout, stderr }));
+  });
+}
