@@ -9,6 +9,9 @@ import { seedDemo } from './routing/index.ts';
 import { openStorage, type Storage } from './storage/index.ts';
 import { systemClock } from './time/index.ts';
 
+/** A repeated stop signal within this long of the first is an echo (group + npm's forward). */
+const SIGNAL_ECHO_MS = 1000;
+
 /** sysexits.h: a command line that makes no sense. */
 const EXIT_USAGE = 64;
 
@@ -108,13 +111,16 @@ async function start(args: string[]): Promise<number> {
   const node = await startNode({ configDir: values['config-dir'], mode: values.mode });
   process.stdout.write(`Sluice ${node.serverId} listening on ${node.url} (mode ${node.mode})\n`);
   return new Promise<number>((resolveExit) => {
-    let signalled = false;
+    let signalledAt: number | undefined;
     const onSignal = (signal: NodeJS.Signals) => {
-      if (signalled) {
+      if (signalledAt !== undefined) {
+        // A signal to the process group reaches this node and `npm start` alike, and npm forwards
+        // its copy: a repeat within the echo window is the same request to stop, not impatience.
+        if (performance.now() - signalledAt < SIGNAL_ECHO_MS) return;
         process.stderr.write(`second ${signal}: exiting now\n`);
         process.exit(1);
       }
-      signalled = true;
+      signalledAt = performance.now();
       const limit = node.config.app.server.shutdown_timeout_ms;
       const timer = setTimeout(() => {
         node.logger.error({ timeout_ms: limit }, 'graceful stop timed out; exiting');

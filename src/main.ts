@@ -13,10 +13,10 @@ import {
 } from './acp/index.ts';
 import { Authenticator, AuthLimiter, bootstrapAdmin } from './auth/index.ts';
 import { type LeaderElection, LocalElection, PostgresElection } from './cluster/index.ts';
-import { type Config, type LoadOptions, loadConfig, resolveBuildInfo } from './config/index.ts';
+import { type Config, ConfigError, type LoadOptions, loadConfig, resolveBuildInfo } from './config/index.ts';
 import { registerConsole } from './console/index.ts';
 import { DEFAULT_SCOPE, Schedule, Scheduler, taskRunner } from './cron/index.ts';
-import { createServer, registerHealth, registerMetricsRoute } from './http/index.ts';
+import { createServer, drainServer, registerHealth, registerMetricsRoute } from './http/index.ts';
 import { HttpClient } from './http-client/index.ts';
 import { RoutingService, registerGoRoute } from './routing/index.ts';
 import { openStorage, type Storage } from './storage/index.ts';
@@ -64,6 +64,18 @@ export function generateServerId(): string {
   return `${host}-${randomBytes(4).toString('hex')}`;
 }
 
+/** Why the configured address cannot be listened on, as a configuration error naming the keys. */
+function listenError(err: NodeJS.ErrnoException, host: string, port: number): Error {
+  const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const why: Record<string, string> = {
+    EADDRINUSE: `app.server.port: ${where} is already in use; stop what holds it or choose another port`,
+    EACCES: `app.server.port: ${where} needs privileges this process lacks; choose a port above 1023`,
+    EADDRNOTAVAIL: `app.server.host: ${host} is not an address of this machine`,
+  };
+  const message = err.code === undefined ? undefined : why[err.code];
+  return message === undefined ? err : new ConfigError(`config: ${message} (${err.code})`, { cause: err });
+}
+
 /**
  * The composition root — the only place that knows every part:
  * config → logger → storage → cluster → telemetry → http client → routing → cron → http (+ ACP) → listen.
@@ -104,16 +116,18 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
           onTick: heartbeat,
         })
       : new LocalElection(serverId);
-  let telemetry: Telemetry | undefined;
-  let app: FastifyInstance | undefined;
-  let stopRouting: (() => Promise<void>) | undefined;
-  let closeHttpClient: (() => Promise<void>) | undefined;
-  let stopScheduler: (() => Promise<void>) | undefined;
+  // One lifecycle for a failed start and for a stop: each part, once made, registers how it is
+  // undone; both unwind the same stack in reverse order, and a part that fails to stop does not
+  // keep the ones below it (counters, leadership, storage) from stopping.
+  const lifecycle = new AsyncDisposableStack();
+  lifecycle.defer(() => logger.flush());
+  lifecycle.defer(() => storage.close());
   try {
     await storage.migrate();
+    lifecycle.defer(() => election.stop());
     await election.start();
     if (election.kind === 'local') await heartbeat(true);
-    telemetry = new Telemetry({
+    const telemetry = new Telemetry({
       clock,
       serverId,
       version: build.version,
@@ -126,6 +140,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       leaderId: () => election.leaderId(),
       processMetrics: config.observability.metrics.prometheus_enabled,
     });
+    lifecycle.defer(() => telemetry.stop());
     const hc = config.http_client;
     const httpClient = new HttpClient({
       telemetry,
@@ -142,7 +157,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       recentFailures: hc.recent_failures,
       propagateRequestId: hc.propagate_request_id,
     });
-    closeHttpClient = () => httpClient.close();
+    lifecycle.defer(() => httpClient.close());
     const routing = new RoutingService({
       storage,
       logger,
@@ -193,10 +208,19 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     telemetry.setSection('traffic_flows', () => routing.flowsSection());
     telemetry.start();
     routing.start();
-    stopRouting = () => routing.stop();
-    stopScheduler = () => scheduler.stop(0);
+    // In-flight requests are done by the time this runs: whatever they counted is persisted
+    // before storage closes, whatever became of the server's close.
+    lifecycle.defer(() => routing.stop());
 
-    app = createServer({ config, logger, telemetry, serverId });
+    const app = createServer({ config, logger, telemetry, serverId });
+    const graceMs = config.app.server.shutdown_timeout_ms;
+    // The server drains while running tasks get the same grace period.
+    lifecycle.defer(async () => {
+      const [drained, tasks] = await Promise.allSettled([drainServer(app, graceMs), scheduler.stop(graceMs)]);
+      if (drained.status === 'fulfilled' && drained.value.stalled + drained.value.cut > 0)
+        logger.warn({ ...drained.value, timeout_ms: graceMs }, 'connections closed at the stop deadline');
+      for (const r of [drained, tasks]) if (r.status === 'rejected') throw r.reason;
+    });
     registerHealth(app, () => storage.ping());
     const authLimiter = new AuthLimiter({
       maxFailures: config.acp.auth_rate_limit.max_failures,
@@ -228,6 +252,17 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     registerConsole(app);
     registerGoRoute(app, routing, clock, opts.random);
 
+    const { host: listenHost, port: listenPort } = config.app.server;
+    await app.listen({ host: listenHost, port: listenPort }).catch((err: NodeJS.ErrnoException) => {
+      throw listenError(err, listenHost, listenPort);
+    });
+    const addr = app.server.address();
+    const port = typeof addr === 'object' && addr ? addr.port : config.app.server.port;
+    const host = config.app.server.host.includes(':')
+      ? `[${config.app.server.host}]`
+      : config.app.server.host;
+    const url = `http://${host}:${port}`;
+    // After listening: a start that fails (a busy port) must not spend the one showing of the token.
     if (mode === 'development') {
       const token = await bootstrapAdmin(storage.operators, config.acp.operators.length);
       if (token !== undefined) {
@@ -238,20 +273,12 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       }
     }
 
-    await app.listen({ host: config.app.server.host, port: config.app.server.port });
-    const addr = app.server.address();
-    const port = typeof addr === 'object' && addr ? addr.port : config.app.server.port;
-    const host = config.app.server.host.includes(':')
-      ? `[${config.app.server.host}]`
-      : config.app.server.host;
-    const url = `http://${host}:${port}`;
     scheduler.start();
     logger.info(
       { url, mode, commit: build.commit, version: build.version, files: loaded.files },
       'sluice started',
     );
 
-    const started = { app, telemetry, routing, httpClient, scheduler };
     let stopping: Promise<void> | undefined;
     return {
       url,
@@ -270,17 +297,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       stop: () => {
         stopping ??= (async () => {
           logger.info('sluice stopping');
-          // Stop accepting and finish in-flight requests while running tasks get their grace period.
-          await Promise.all([
-            started.app.close(),
-            started.scheduler.stop(config.app.server.shutdown_timeout_ms),
-          ]);
-          // In-flight requests are done: whatever they counted is persisted before storage closes.
-          await started.routing.stop();
-          await started.httpClient.close();
-          await election.stop();
-          started.telemetry.stop();
-          await storage.close();
+          await lifecycle.disposeAsync();
           logger.info('sluice stopped');
           logger.flush();
         })();
@@ -288,14 +305,9 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       },
     };
   } catch (err) {
-    await app?.close().catch(() => {});
-    await stopScheduler?.().catch(() => {});
-    await stopRouting?.().catch(() => {});
-    await closeHttpClient?.().catch(() => {});
-    telemetry?.stop();
-    await election.stop();
-    await storage.close();
-    logger.flush();
+    await lifecycle.disposeAsync().catch((stopErr: unknown) => {
+      logger.error({ err: stopErr }, 'error while undoing a failed start');
+    });
     throw err;
   }
 }

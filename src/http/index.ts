@@ -1,3 +1,4 @@
+export { type DrainResult, drainServer } from './drain.ts';
 export { sendApiError, toApiError } from './error-reply.ts';
 export { registerHealth } from './health.ts';
 export { type MetricsRouteOptions, registerMetricsRoute } from './metrics-route.ts';

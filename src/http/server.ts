@@ -12,6 +12,7 @@ import Fastify, {
 import type { Config } from '../config/index.ts';
 import { ApiError, type ErrorCode } from '../errors/index.ts';
 import { LazyRequestLogger, type Logger, type Telemetry, UNMATCHED_ROUTE } from '../telemetry/index.ts';
+import { trackConnections } from './drain.ts';
 import { describeApiError, sendApiError } from './error-reply.ts';
 import { CountryResolver, requestIdFrom } from './request-context.ts';
 
@@ -129,6 +130,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     logger.error({ ...record, request_id: id, trace_id: id }, 'api error');
   };
 
+  trackConnections(app.server);
   app.decorateRequest('country', undefined);
   app.addHook('onRequest', (request, reply, done) => {
     const cc = country.resolve(request.raw);

@@ -1,0 +1,217 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { openSqlite } from '../src/storage/index.ts';
+import { systemClock } from '../src/time/index.ts';
+import { CLI } from './helpers/cli.ts';
+
+/**
+ * A graceful stop (§1, §17) as a supervisor sees it: a real node process, real sockets, the
+ * signal from outside, and the counters read back from the database file after the exit.
+ */
+
+const ROOT = resolve(import.meta.dirname, '..');
+const TIMEOUT_MS = 3000;
+
+let dir: string;
+let db: string;
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'sluice-stop-'));
+  db = join(dir, 'sluice.db');
+  writeFileSync(
+    join(dir, 'config.test.yml'),
+    `app:\n  server:\n    port: 0\n    shutdown_timeout_ms: ${TIMEOUT_MS}\nstorage:\n  sqlite:\n    path: ${db}\n`,
+  );
+  const store = openSqlite(db, systemClock);
+  await store.migrate();
+  const flow = await store.flows.create({ slug: 'stop', name: 's', status: 'active', rotation: 'position' });
+  await store.streams.create({
+    flow_id: flow.id,
+    name: 'd',
+    type: 'default',
+    position: 0,
+    weight: 1,
+    status: 'active',
+    filters: {},
+    target_url: 'https://stop.test/',
+    redirect_code: 302,
+  });
+  await store.close();
+});
+
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+interface Started {
+  child: ChildProcess;
+  url: string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
+  out: () => string;
+}
+
+/** Spawns a process and waits for the node's `sluice started` record, which carries its URL. */
+function launch(command: string, args: string[], opts: { detached?: boolean } = {}): Promise<Started> {
+  const child = spawn(command, args, {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, APP_CONFIG_DIR: dir, APP_MODE: 'test' },
+    detached: opts.detached ?? false,
+  });
+  let out = '';
+  child.stdout!.on('data', (d) => {
+    out += d;
+  });
+  child.stderr!.on('data', (d) => {
+    out += d;
+  });
+  // The exit, then its output read to the end — unless an orphaned child holds the pipes open.
+  const closed = new Promise((res) => child.on('close', res));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((res) =>
+    child.on('exit', (code, signal) => {
+      const at = performance.now();
+      void Promise.race([closed, new Promise((r) => setTimeout(r, 2000).unref())]).then(() =>
+        res({ code, signal, at }),
+      );
+    }),
+  );
+  return new Promise((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), 15_000);
+    const look = () => {
+      for (const line of out.split('\n')) {
+        if (!line.includes('"sluice started"')) continue;
+        clearTimeout(timer);
+        res({ child, url: JSON.parse(line).url as string, exited, out: () => out });
+        return;
+      }
+    };
+    child.stdout!.on('data', look);
+    void exited.then(() => rej(new Error(`exited before starting: ${out}`)));
+  });
+}
+
+async function clicks(url: string, n: number): Promise<number> {
+  let redirected = 0;
+  for (let i = 0; i < n; i += 20) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(20, n - i) }, async () => {
+        const res = await fetch(`${url}/go/stop`, { redirect: 'manual' });
+        await res.arrayBuffer();
+        return res.status;
+      }),
+    );
+    redirected += batch.filter((s) => s === 302).length;
+  }
+  return redirected;
+}
+
+async function persistedClicks(): Promise<number> {
+  const store = openSqlite(db, systemClock);
+  try {
+    return (await store.flows.getBySlug('stop'))?.clicks ?? 0;
+  } finally {
+    await store.close();
+  }
+}
+
+/** Opens sockets that send half a request and then nothing: a client stalled mid-request. */
+async function stall(url: string, n: number): Promise<Socket[]> {
+  const { hostname, port } = new URL(url);
+  return Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<Socket>((res, rej) => {
+          const s = connect(Number(port), hostname, () => {
+            s.write('GET /go/stop HTTP/1.1\r\nHost: x\r\n');
+            res(s);
+          });
+          s.on('error', rej);
+        }),
+    ),
+  );
+}
+
+describe('graceful stop', () => {
+  for (const stalled of [1, 50]) {
+    test(`with ${stalled} client(s) stalled mid-request, SIGTERM exits 0 in time and persists every answered click`, async () => {
+      const node = await launch(process.execPath, [CLI, 'start']);
+      const before = await persistedClicks();
+      const sockets = await stall(node.url, stalled);
+      try {
+        const answered = await clicks(node.url, 100);
+        assert.equal(answered, 100);
+        const sent = performance.now();
+        node.child.kill('SIGTERM');
+        const exit = await node.exited;
+        assert.deepEqual({ code: exit.code, signal: exit.signal }, { code: 0, signal: null }, node.out());
+        // Not a speed check: the deadline is part of the contract, and the slack is a whole second.
+        assert.ok(exit.at - sent < TIMEOUT_MS + 1000, `stopped after ${Math.round(exit.at - sent)} ms`);
+        assert.equal((await persistedClicks()) - before, answered);
+        const closed = node
+          .out()
+          .split('\n')
+          .find((l) => l.includes('connections closed at the stop deadline'));
+        assert.ok(closed, node.out());
+        assert.equal(JSON.parse(closed).stalled, stalled);
+      } finally {
+        for (const s of sockets) s.destroy();
+        node.child.kill('SIGKILL');
+      }
+    });
+  }
+});
+
+/** The pids of a process's children, from /proc (Linux, as the CI machine). */
+function childrenOf(pid: number): number[] {
+  return readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe('npm start is signal-transparent', { skip: process.platform !== 'linux' && 'needs /proc' }, () => {
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    for (const target of ['npm', 'group'] as const) {
+      test(`${signal} to ${target === 'npm' ? "npm start's process" : 'its process group'}: the node stops gracefully, nothing is left, npm exits 0`, async () => {
+        // detached: npm leads its own process group, as under a supervisor or a shell's job control.
+        const npm = await launch('npm', ['start', '--silent'], { detached: true });
+        const pid = npm.child.pid!;
+        const nodes = childrenOf(pid);
+        try {
+          assert.equal(nodes.length, 1, `npm runs the node directly (no shell in between): ${nodes}`);
+          const before = await persistedClicks();
+          const answered = await clicks(npm.url, 10);
+          process.kill(target === 'npm' ? pid : -pid, signal);
+          const exit = await npm.exited;
+          assert.deepEqual({ code: exit.code, signal: exit.signal }, { code: 0, signal: null }, npm.out());
+          assert.match(npm.out(), /"message":"sluice stopped"/);
+          assert.equal(alive(nodes[0]!), false, `the node process is gone: ${npm.out()}`);
+          assert.equal((await persistedClicks()) - before, answered, npm.out());
+        } finally {
+          try {
+            process.kill(-pid, 'SIGKILL');
+          } catch {}
+        }
+      });
+    }
+  }
+});
