@@ -1,16 +1,16 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { openSqlite } from '../src/storage/index.ts';
 import { systemClock } from '../src/time/index.ts';
-import { CLI } from './helpers/cli.ts';
+import { CLI, runCli } from './helpers/cli.ts';
 
 /**
- * A graceful stop (§1, §17) as a supervisor sees it: a real node process, real sockets, the
+ * Starting and stopping (§1, §17) as a supervisor sees it: a real node process, real sockets, the
  * signal from outside, and the counters read back from the database file after the exit.
  */
 
@@ -214,4 +214,28 @@ describe('npm start is signal-transparent', { skip: process.platform !== 'linux'
       });
     }
   }
+});
+
+describe('a start that cannot listen', () => {
+  test('a busy port is one configuration line naming app.server.port (exit 78), and the bootstrap token is not spent', async () => {
+    const holder = createServer();
+    await new Promise<void>((res) => holder.listen(0, '127.0.0.1', res));
+    const port = (holder.address() as { port: number }).port;
+    const devDir = mkdtempSync(join(tmpdir(), 'sluice-busy-'));
+    try {
+      writeFileSync(
+        join(devDir, 'config.development.yml'),
+        `app:\n  server:\n    port: ${port}\nstorage:\n  sqlite:\n    path: ${join(devDir, 'db.sqlite')}\n`,
+      );
+      const run = await runCli(['start', '--config-dir', devDir], { cwd: devDir });
+      assert.equal(run.code, 78, run.stderr);
+      const lines = run.stderr.trim().split('\n');
+      assert.equal(lines.length, 1, run.stderr);
+      assert.match(lines[0]!, new RegExp(`app\\.server\\.port: 127\\.0\\.0\\.1:${port} is already in use`));
+      assert.doesNotMatch(run.stdout, /Created ACP operator/);
+    } finally {
+      holder.close();
+      rmSync(devDir, { recursive: true, force: true });
+    }
+  });
 });
