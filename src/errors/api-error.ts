@@ -5,6 +5,8 @@ export interface ApiErrorOptions {
   details?: unknown;
   /** The underlying cause, logged as `error`, never shown for a 5xx. */
   cause?: unknown;
+  /** Response headers that belong to this error's answer (e.g. `Allow` of a 405). */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /** An error that maps to a contract code and its HTTP status. */
@@ -13,12 +15,14 @@ export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   readonly details: unknown;
+  readonly headers: Readonly<Record<string, string>> | undefined;
 
   constructor(code: ErrorCode, message?: string, opts: ApiErrorOptions = {}) {
     super(message ?? ERROR_CODES[code].message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.code = code;
     this.status = ERROR_CODES[code].status;
     this.details = opts.details;
+    this.headers = opts.headers;
   }
 }
 

@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, describeCause, ERROR_CODES, type ErrorBody, type ErrorCode } from '../errors/index.ts';
 
@@ -72,14 +73,38 @@ export function describeApiError(
   return { body, record };
 }
 
+/** Sets the headers every response carries (§3), from the request's own context. */
+export function setTracingHeaders(request: FastifyRequest, reply: FastifyReply, serverId: string): void {
+  reply.header('x-request-id', request.id);
+  reply.header('x-server-id', serverId);
+  if (request.country !== undefined) reply.header('x-client-country-code', request.country);
+}
+
 /**
  * Sends the contract error body and writes the request's one `api error` record. Every 4xx/5xx
  * Sluice answers goes through here, which is what makes "one log record per API error" hold.
+ *
+ * The answer starts from a clean reply: whatever the failed handler left on it (a redirect status
+ * and its reason phrase, a `Location`, a header value Node refuses to send) would otherwise ride
+ * along on the error, or make writing the error's own head throw and drop fastify into its
+ * fallback answer, which carries none of the contract. Only the tracing headers, the error's own
+ * headers (`Allow`, `Retry-After`) and `Connection` are sent — the last is fastify's decision to
+ * close a connection whose body it could not read, or while the server drains, and must stand.
  */
-export function sendApiError(request: FastifyRequest, reply: FastifyReply, thrown: unknown): FastifyReply {
+export function sendApiError(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  thrown: unknown,
+  serverId: string,
+): FastifyReply {
   const err = toApiError(thrown);
   const { body, record } = describeApiError(err, request.id);
   request.log.error(record, 'api error');
+  for (const name of Object.keys(reply.getHeaders())) if (name !== 'connection') reply.removeHeader(name);
+  // Node keeps the reason phrase of a head it failed to write ("500 Found"): name it afresh.
+  reply.raw.statusMessage = STATUS_CODES[err.status] ?? '';
+  setTracingHeaders(request, reply, serverId);
+  if (err.headers !== undefined) reply.headers(err.headers);
   const wait = (err.details as { retry_after_seconds?: unknown } | undefined)?.retry_after_seconds;
   if (err.code === 'rate.limited' && typeof wait === 'number') reply.header('retry-after', String(wait));
   return reply.code(err.status).type('application/json; charset=utf-8').send(JSON.stringify(body));

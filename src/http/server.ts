@@ -13,7 +13,7 @@ import type { Config } from '../config/index.ts';
 import { ApiError, type ErrorCode } from '../errors/index.ts';
 import { LazyRequestLogger, type Logger, type Telemetry, UNMATCHED_ROUTE } from '../telemetry/index.ts';
 import { trackConnections } from './drain.ts';
-import { describeApiError, sendApiError } from './error-reply.ts';
+import { describeApiError, sendApiError, setTracingHeaders } from './error-reply.ts';
 import { CountryResolver, requestIdFrom } from './request-context.ts';
 
 declare module 'fastify' {
@@ -78,7 +78,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
       customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: true, allErrors: false },
     },
     frameworkErrors: (err, request, reply) => {
-      sendApiError(request, reply, err);
+      sendApiError(request, reply, err, serverId);
     },
     clientErrorHandler: (err, socket) => rejectMalformed(err as NodeJS.ErrnoException, socket as Socket),
   });
@@ -133,11 +133,8 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   trackConnections(app.server);
   app.decorateRequest('country', undefined);
   app.addHook('onRequest', (request, reply, done) => {
-    const cc = country.resolve(request.raw);
-    request.country = cc;
-    reply.header('x-request-id', request.id);
-    reply.header('x-server-id', serverId);
-    if (cc !== undefined) reply.header('x-client-country-code', cc);
+    request.country = country.resolve(request.raw);
+    setTracingHeaders(request, reply, serverId);
     done();
   });
 
@@ -170,21 +167,24 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     reply.raw.once('finish', () => recorder.record(reply.elapsedTime, true));
     if (methods) {
       const allow = [...methods].sort().join(', ');
-      reply.header('allow', allow);
       return sendApiError(
         request,
         reply,
-        new ApiError('request.method_not_allowed', `Method not allowed here; allowed: ${allow}.`),
+        new ApiError('request.method_not_allowed', `Method not allowed here; allowed: ${allow}.`, {
+          headers: { allow },
+        }),
+        serverId,
       );
     }
     return sendApiError(
       request,
       reply,
       new ApiError('resource.not_found', 'No route matches this method and path.'),
+      serverId,
     );
   });
 
-  app.setErrorHandler((err, request, reply) => sendApiError(request, reply, err));
+  app.setErrorHandler((err, request, reply) => sendApiError(request, reply, err, serverId));
 
   // JSON bodies: an empty body counts as {} (§4); prototype-poisoning keys are refused.
   // Every other media type is refused with 415 (fastify would otherwise accept text/plain).

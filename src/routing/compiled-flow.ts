@@ -1,5 +1,5 @@
 import type { FlowRecord, StreamRecord } from '../storage/index.ts';
-import { MACROS, type Macro } from './validation.ts';
+import { MACROS, type Macro, normaliseTargetUrl } from './validation.ts';
 
 /** What a target URL's macros are filled from. */
 export interface MacroValues {
@@ -16,7 +16,7 @@ export interface RoutableStream {
   redirectCode: number;
   include: ReadonlySet<string> | undefined;
   exclude: ReadonlySet<string> | undefined;
-  /** The target URL as stored. */
+  /** The target URL in its normalised form (§14): plain visible ASCII, always a valid header value. */
   target: string;
   /**
    * Where its macros are: [start, end, macro number] per macro, in order; empty when it has none.
@@ -34,6 +34,11 @@ export interface CompiledFlow {
   forced: readonly RoutableStream[];
   regular: readonly RoutableStream[];
   fallback: readonly RoutableStream[];
+  /**
+   * Active streams left out of routing because their stored target cannot be sent (a row written
+   * before targets were normalised and checked): the service logs them once per cache fill.
+   */
+  refused: readonly { id: string; problem: string }[];
 }
 
 const MACRO_RE = new RegExp(`\\{(${MACROS.join('|')})\\}`, 'g');
@@ -63,25 +68,43 @@ function macroMarks(url: string): number[] {
 
 const byPosition = (a: StreamRecord, b: StreamRecord) => a.position - b.position || (a.id < b.id ? -1 : 1);
 
+const NONE_REFUSED: CompiledFlow['refused'] = Object.freeze([]);
+
 export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]): CompiledFlow {
   const active = streams.filter((s) => s.status === 'active').sort(byPosition);
-  const routable = (s: StreamRecord): RoutableStream => ({
-    id: s.id,
-    weight: s.weight,
-    redirectCode: s.redirect_code,
-    include: countrySet(s.filters.countries_include),
-    exclude: countrySet(s.filters.countries_exclude),
-    target: s.target_url,
-    marks: macroMarks(s.target_url),
-  });
+  // Normalised again here, not trusted as stored: rows from before the write-time check may hold
+  // a raw IDN host, a CR/LF or a macro in the host, and a click must never carry those.
+  const targets = new Map<StreamRecord, string>();
+  const refused: { id: string; problem: string }[] = [];
+  for (const s of active) {
+    const target = normaliseTargetUrl(s.target_url);
+    if ('problem' in target) refused.push({ id: s.id, problem: target.problem });
+    else targets.set(s, target.url);
+  }
+  const routable = (s: StreamRecord): RoutableStream => {
+    const target = targets.get(s)!;
+    return {
+      id: s.id,
+      weight: s.weight,
+      redirectCode: s.redirect_code,
+      include: countrySet(s.filters.countries_include),
+      exclude: countrySet(s.filters.countries_exclude),
+      target,
+      marks: macroMarks(target),
+    };
+  };
+  // filter then map: arrays of exactly their length, as the cache holds three per flow.
+  const ofType = (type: StreamRecord['type']) =>
+    active.filter((s) => s.type === type && targets.has(s)).map(routable);
   return {
     id: flow.id,
     slug: flow.slug,
     active: flow.status === 'active',
     rotation: flow.rotation,
-    forced: active.filter((s) => s.type === 'forced').map(routable),
-    regular: active.filter((s) => s.type === 'regular').map(routable),
-    fallback: active.filter((s) => s.type === 'default').map(routable),
+    forced: ofType('forced'),
+    regular: ofType('regular'),
+    fallback: ofType('default'),
+    refused: refused.length > 0 ? refused : NONE_REFUSED,
   };
 }
 
@@ -135,7 +158,11 @@ export function decide(
   return firstPassing(flow.fallback, country);
 }
 
-/** The redirect location: the URL as stored, each macro replaced by its value URL-encoded. */
+/**
+ * The redirect location: the normalised target, each macro replaced by its value percent-encoded
+ * (`encodeURIComponent`: never a raw value, so no value can add a CR/LF or leave the component).
+ * Throws `URIError` on a lone surrogate, before anything is counted.
+ */
 export function buildTarget(stream: RoutableStream, values: MacroValues): string {
   const { target, marks } = stream;
   if (marks.length === 0) return target;

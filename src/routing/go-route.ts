@@ -27,13 +27,14 @@ export function registerGoRoute(
       routing.counters.noMatch(flow.id, clock.now());
       throw noStream();
     }
-    routing.counters.hit(flow.id, stream.id, clock.now());
+    // The answer is built before the hit is counted: a click that fails is not a hit.
     const location = buildTarget(stream, {
       country,
       flow: flow.slug,
       stream: stream.id,
       request_id: request.id,
     });
+    routing.counters.hit(flow.id, stream.id, clock.now());
     reply.code(stream.redirectCode).header('location', location).send();
   };
 

@@ -5,4 +5,4 @@ export { registerGoRoute } from './go-route.ts';
 export { type CacheSection, RoutingCache } from './routing-cache.ts';
 export * from './schemas.ts';
 export { type RoutingOptions, RoutingService } from './service.ts';
-export { isCountryCode, MACROS, SLUG_PATTERN, targetUrlProblems } from './validation.ts';
+export { isCountryCode, MACROS, normaliseTargetUrl, SLUG_PATTERN, targetUrlField } from './validation.ts';

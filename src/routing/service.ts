@@ -5,7 +5,7 @@ import { ClickCounters } from './click-counters.ts';
 import { type CompiledFlow, compileFlow } from './compiled-flow.ts';
 import { RoutingCache } from './routing-cache.ts';
 import type { FlowCreate, FlowList, FlowUpdate, StreamCreate, StreamList, StreamUpdate } from './schemas.ts';
-import { countryListProblems, rejectIf, targetUrlProblems } from './validation.ts';
+import { countryListProblems, rejectIf, targetUrlField } from './validation.ts';
 
 export interface RoutingOptions {
   storage: Storage;
@@ -54,7 +54,14 @@ export class RoutingService {
   async #load(slug: string): Promise<CompiledFlow | undefined> {
     const flow = await this.#storage.flows.getBySlug(slug);
     if (flow === undefined) return undefined;
-    return compileFlow(flow, await this.#storage.streams.ofFlow(flow.id));
+    const compiled = compileFlow(flow, await this.#storage.streams.ofFlow(flow.id));
+    for (const { id, problem } of compiled.refused) {
+      this.#log.warn(
+        { slug, stream_id: id, problem },
+        'stream left out of routing: its stored target_url cannot be sent; update it through the ACP',
+      );
+    }
+    return compiled;
   }
 
   /** Starts the periodic flush and totals refresh; background work logs its failures, never throws. */
@@ -194,8 +201,9 @@ export class RoutingService {
 
   async createStream(body: StreamCreate): Promise<StreamRecord> {
     const filters = body.filters ?? {};
+    const target = targetUrlField(body.target_url);
     rejectIf([
-      ...targetUrlProblems(body.target_url),
+      ...target.problems,
       ...countryListProblems(filters.countries_include, '/filters/countries_include'),
       ...countryListProblems(filters.countries_exclude, '/filters/countries_exclude'),
     ]);
@@ -209,7 +217,7 @@ export class RoutingService {
       weight: body.weight ?? 100,
       status: body.status ?? 'active',
       filters,
-      target_url: body.target_url,
+      target_url: target.url,
       redirect_code: body.redirect_code ?? 302,
     });
     await this.#changed(flow.slug);
@@ -218,11 +226,13 @@ export class RoutingService {
 
   async updateStream(body: StreamUpdate): Promise<StreamRecord> {
     const { id, version, ...changes } = body;
+    const target = changes.target_url === undefined ? undefined : targetUrlField(changes.target_url);
     rejectIf([
-      ...(changes.target_url === undefined ? [] : targetUrlProblems(changes.target_url)),
+      ...(target?.problems ?? []),
       ...countryListProblems(changes.filters?.countries_include, '/filters/countries_include'),
       ...countryListProblems(changes.filters?.countries_exclude, '/filters/countries_exclude'),
     ]);
+    if (target !== undefined) changes.target_url = target.url;
     const after = await this.#storage.streams.update(id, changes, version);
     if (after === undefined) throw this.#staleOrGone('stream', await this.#storage.streams.get(id), version);
     await this.#changedFlowOf(after.flow_id);

@@ -40,29 +40,104 @@ export function rejectIf(problems: FieldProblem[]): void {
   }
 }
 
-/** Problems with a target URL: absolute http(s), at most 2048 characters, only the documented macros. */
-export function targetUrlProblems(url: string, path = '/target_url'): FieldProblem[] {
-  if (url.length > MAX_URL) return [{ path, message: `must be at most ${MAX_URL} characters` }];
-  const unknown = [...url.matchAll(/\{([^{}]*)\}/g)]
-    .map((m) => m[1]!)
-    .filter((m) => !(MACROS as readonly string[]).includes(m));
-  if (unknown.length > 0) {
-    return [
-      { path, message: `unknown macro {${unknown[0]}}; allowed: ${MACROS.map((m) => `{${m}}`).join(', ')}` },
-    ];
+/** A macro token as written in a target: `{name}`. */
+const MACRO_TOKEN = /\{([^{}]*)\}/g;
+/** Scheme and authority (user info, host, port) of a URL as the WHATWG parser splits a special one. */
+const SCHEME_AND_AUTHORITY = /^[^:/?#\\]*:[/\\]*[^/?#\\]*/;
+const MACRO_PLACES = 'macros may stand only in the path, query and fragment';
+
+/**
+ * The position of the first character a target URL must not hold, or -1: C0 controls and DEL
+ * (the URL parser would silently drop tabs and newlines, and they cannot go into a header), C1
+ * controls, and the line and paragraph separators U+2028/U+2029.
+ */
+function controlAt(url: string): number {
+  for (let i = 0; i < url.length; i++) {
+    const c = url.charCodeAt(i);
+    if (c < 0x20 || (c >= 0x7f && c <= 0x9f) || c === 0x2028 || c === 0x2029) return i;
   }
-  const bare = url.replace(/\{(country|flow|stream|request_id)\}/g, 'x');
-  if (/[{}]/.test(bare)) return [{ path, message: 'unbalanced { or }' }];
+  return -1;
+}
+
+/**
+ * A target URL in the form it is stored and sent (§14): the WHATWG serialisation (IDN host in
+ * punycode, non-ASCII and unsafe characters percent-encoded, scheme and host lower-cased) with
+ * its macros kept exactly as `{name}`, so the result is plain visible ASCII that can always go
+ * into a `Location` header. Or why it cannot be stored.
+ *
+ * The macros stand in for values only known per click, and the serialiser would percent-encode
+ * their braces in a path. So each macro is swapped for an alphanumeric placeholder (which every
+ * part of a URL keeps as it is), the URL is serialised, and the macros are put back. Macros are
+ * refused before the path: a value chosen by the client (`{request_id}`) must never pick the host.
+ */
+export function normaliseTargetUrl(raw: string): { url: string } | { problem: string } {
+  if (raw.length > MAX_URL) return { problem: `must be at most ${MAX_URL} characters` };
+  const ctl = controlAt(raw);
+  if (ctl !== -1) {
+    const code = raw.charCodeAt(ctl).toString(16).toUpperCase().padStart(4, '0');
+    return { problem: `must not contain control characters (U+${code} at character ${ctl + 1})` };
+  }
+  if (!raw.isWellFormed()) return { problem: 'must be well-formed Unicode (it holds a lone surrogate)' };
+  const tokens = [...raw.matchAll(MACRO_TOKEN)];
+  const unknown = tokens.find((m) => !(MACROS as readonly string[]).includes(m[1]!));
+  if (unknown !== undefined) {
+    return { problem: `unknown macro ${unknown[0]}; allowed: ${MACROS.map((m) => `{${m}}`).join(', ')}` };
+  }
+  if (/[{}]/.test(raw.replace(MACRO_TOKEN, ''))) return { problem: 'unbalanced { or }' };
+  const authorityEnd = SCHEME_AND_AUTHORITY.exec(raw)?.[0].length ?? 0;
+  const early = tokens.find((m) => m.index < authorityEnd);
+  if (early !== undefined) {
+    return { problem: `macro ${early[0]} stands in the scheme, user info, host or port; ${MACRO_PLACES}` };
+  }
+
+  // A placeholder tag the URL does not hold (case-insensitively: the host is lower-cased).
+  let tag = 'sluicemacro';
+  const lower = raw.toLowerCase();
+  while (lower.includes(tag)) tag += 'x';
+  let i = 0;
+  const bare = raw.replace(MACRO_TOKEN, () => `${tag}${i++}${tag}`);
   let parsed: URL;
   try {
     parsed = new URL(bare);
   } catch {
-    return [{ path, message: 'must be an absolute http(s) URL' }];
+    return { problem: 'must be an absolute http(s) URL' };
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
-    return [{ path, message: 'must use http or https' }];
-  if (parsed.username || parsed.password) return [{ path, message: 'must not carry credentials' }];
-  return [];
+    return { problem: 'must use http or https' };
+  if (parsed.username || parsed.password) return { problem: 'must not carry credentials' };
+  const href = parsed.href;
+  const tail = parsed.pathname + parsed.search + parsed.hash;
+  // Serialised as scheme://host[:port] + tail; every placeholder must be in the tail, once.
+  if (!href.endsWith(tail) || href.slice(0, href.length - tail.length).includes(tag)) {
+    return { problem: `a macro stands before the path; ${MACRO_PLACES}` };
+  }
+  let url = tail;
+  for (let n = 0; n < tokens.length; n++) {
+    const placeholder = `${tag}${n}${tag}`;
+    const at = url.indexOf(placeholder);
+    if (at === -1 || url.indexOf(placeholder, at + 1) !== -1) {
+      return { problem: `macro ${tokens[n]![0]} could not be kept in place; ${MACRO_PLACES}` };
+    }
+    url = url.slice(0, at) + tokens[n]![0] + url.slice(at + placeholder.length);
+  }
+  url = href.slice(0, href.length - tail.length) + url;
+  if (url.length > MAX_URL) {
+    return { problem: `must be at most ${MAX_URL} characters once normalised (${url.length})` };
+  }
+  // Already normalised (every row written through the ACP): keep the flat string it came in,
+  // not the pieces the result was glued from; the routing cache holds one per stream.
+  return { url: url === raw ? raw : url };
+}
+
+/**
+ * A `target_url` field as it will be stored: its normalised form, or (with `url` empty) the
+ * problem that keeps it from being stored, under its field's path.
+ */
+export function targetUrlField(raw: string, path = '/target_url'): { url: string; problems: FieldProblem[] } {
+  const r = normaliseTargetUrl(raw);
+  return 'problem' in r
+    ? { url: '', problems: [{ path, message: r.problem }] }
+    : { url: r.url, problems: [] };
 }
 
 export function countryListProblems(list: readonly string[] | undefined, path: string): FieldProblem[] {

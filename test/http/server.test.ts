@@ -37,6 +37,19 @@ describe('server error path for failures inside handlers', () => {
     app.get('/conflict', async () => {
       throw new ApiError('resource.conflict', 'slug taken', { details: { field: 'slug' } });
     });
+    // A handler that got as far as a redirect (status, Location) before failing.
+    app.get('/half-redirect', async (_request, reply) => {
+      reply.code(302).header('location', 'https://example.com/next').header('cache-control', 'max-age=60');
+      throw new Error('failed after the redirect was set up');
+    });
+    // A header value Node refuses: the answer itself throws when fastify writes its head.
+    app.get('/bad-header', (_request, reply) => {
+      reply.code(302).header('location', 'https://例え.jp/パス').send();
+    });
+    app.get('/bad-header-thrown', async (_request, reply) => {
+      reply.code(307).header('location', 'https://x.test/\r\nset-cookie: a=b');
+      throw new TypeError('bad state');
+    });
     app.get('/logs-info', async (request) => {
       request.log.info({ step: 1 }, 'handler says hello');
       return { ok: true };
@@ -78,6 +91,29 @@ describe('server error path for failures inside handlers', () => {
       details: { field: 'slug' },
     });
     assert.deepEqual(logs.apiErrors(res.headers.get('x-request-id')!)[0]?.details, { field: 'slug' });
+  });
+
+  test('an error after a handler set a redirect status, a Location or a bad header value still answers by the contract', async () => {
+    for (const path of ['/half-redirect', '/bad-header', '/bad-header-thrown']) {
+      const res = await fetch(`${url}${path}`, { redirect: 'manual', headers: { 'cf-ipcountry': 'de' } });
+      const text = await res.text();
+      assert.equal(res.status, 500, path);
+      assert.equal(res.statusText, 'Internal Server Error', path);
+      const id = res.headers.get('x-request-id');
+      assert.ok(id, `${path}: X-Request-Id`);
+      assert.equal(res.headers.get('x-server-id'), 'srv-1', path);
+      assert.equal(res.headers.get('x-client-country-code'), 'DE', path);
+      assert.equal(res.headers.get('location'), null, path);
+      assert.equal(res.headers.get('cache-control'), null, path);
+      assert.match(res.headers.get('content-type') ?? '', /^application\/json/, path);
+      assert.deepEqual(JSON.parse(text), {
+        error: { code: 'internal.error', message: 'Internal error.', request_id: id },
+      });
+      const records = logs.apiErrors(id!);
+      assert.equal(records.length, 1, `${path}: exactly one api error record`);
+      assert.equal(records[0]?.http_status, 500);
+      assert.equal(records[0]?.code, 'internal.error');
+    }
   });
 
   test('other log lines of a request carry request_id and trace_id', async () => {

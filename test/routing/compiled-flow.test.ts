@@ -112,11 +112,41 @@ describe('target URL macros', () => {
     );
   });
 
+  test('a macro value cannot add a line break or leave its component: it is percent-encoded', () => {
+    const s = decide(
+      compileFlow(flow(), [stream({ target_url: 'https://x.test/{request_id}?r={request_id}' })]),
+      'DE',
+      never,
+    )!;
+    assert.equal(
+      buildTarget(s, { country: 'DE', flow: 'f', stream: 's', request_id: '\r\nset-cookie: a=b/../?#' }),
+      'https://x.test/%0D%0Aset-cookie%3A%20a%3Db%2F..%2F%3F%23?r=%0D%0Aset-cookie%3A%20a%3Db%2F..%2F%3F%23',
+    );
+  });
+
   test('a URL without macros is returned as is', () => {
     const s = decide(compileFlow(flow(), [stream({ target_url: 'https://plain.test/a?b=c' })]), 'DE', never)!;
     assert.equal(
       buildTarget(s, { country: 'DE', flow: 'f', stream: 's', request_id: 'r' }),
       'https://plain.test/a?b=c',
+    );
+  });
+
+  test('a target stored raw is normalised at compile, or left out of routing when it cannot be sent', () => {
+    const f = compileFlow(flow(), [
+      stream({ id: 'crlf', position: 0, target_url: 'https://x.test/a\r\nset-cookie: a=b' }),
+      stream({ id: 'host-macro', position: 1, target_url: 'https://example.com{request_id}/' }),
+      stream({ id: 'idn', position: 2, target_url: 'https://例え.jp/パス?r={request_id}' }),
+    ]);
+    assert.deepEqual(
+      f.refused.map((r) => r.id),
+      ['crlf', 'host-macro'],
+    );
+    const s = decide(f, 'DE', never)!;
+    assert.equal(s.id, 'idn');
+    assert.equal(
+      buildTarget(s, { country: 'DE', flow: 'f', stream: 's', request_id: '.evil.net' }),
+      'https://xn--r8jz45g.jp/%E3%83%91%E3%82%B9?r=.evil.net',
     );
   });
 });

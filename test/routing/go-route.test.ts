@@ -280,6 +280,177 @@ for (const backend of ['sqlite', 'postgres'] as const) {
       await call('/acp/traffic-flows/delete', { id: '00000000-0000-0000-0000-000000000000' }, admin, 404);
     });
 
+    it('an IDN target host is stored in punycode and redirects 30x with the normalised Location', async () => {
+      const flow = await call<FlowRecord>('/acp/traffic-flows/create', { slug: 'idn', name: 'i' });
+      const s = await call<StreamRecord>('/acp/streams/create', {
+        flow_id: flow.id,
+        name: 'jp',
+        type: 'default',
+        target_url: 'https://例え.jp/?c={country}',
+        redirect_code: 307,
+      });
+      assert.equal(s.target_url, 'https://xn--r8jz45g.jp/?c={country}');
+      const r = await go('idn', { 'cf-ipcountry': 'jp' });
+      assert.equal(r.status, 307);
+      assert.equal(r.headers.get('location'), 'https://xn--r8jz45g.jp/?c=JP');
+      const updated = await call<StreamRecord>('/acp/streams/update', {
+        id: s.id,
+        target_url: 'https://Bücher.example/{flow}',
+      });
+      assert.equal(updated.target_url, 'https://xn--bcher-kva.example/{flow}');
+      assert.equal((await go('idn')).headers.get('location'), 'https://xn--bcher-kva.example/idn');
+    });
+
+    it('a non-Latin-1 target path is stored percent-encoded and redirects with it', async () => {
+      const flow = await call<FlowRecord>('/acp/traffic-flows/create', { slug: 'path-utf8', name: 'p' });
+      const s = await call<StreamRecord>('/acp/streams/create', {
+        flow_id: flow.id,
+        name: 'ru',
+        type: 'default',
+        target_url: 'https://x.test/путь/{stream}?q=ü€#разд',
+      });
+      const stored =
+        'https://x.test/%D0%BF%D1%83%D1%82%D1%8C/{stream}?q=%C3%BC%E2%82%AC#%D1%80%D0%B0%D0%B7%D0%B4';
+      assert.equal(s.target_url, stored);
+      const r = await go('path-utf8');
+      assert.equal(r.status, 302);
+      assert.equal(r.headers.get('location'), stored.replace('{stream}', s.id));
+    });
+
+    it('CR, LF, NUL, DEL and U+2028 in target_url are refused with 400 validation.invalid_input naming target_url', async () => {
+      const flow = await call<FlowRecord>('/acp/traffic-flows/create', { slug: 'ctl', name: 'c' });
+      const ok = await call<StreamRecord>('/acp/streams/create', {
+        flow_id: flow.id,
+        name: 'ok',
+        type: 'default',
+        target_url: 'https://ok.test/',
+      });
+      for (const c of ['\r', '\n', '\r\n', '\0', '\x7f', '\u2028', '\u2029', '\x85', '\t']) {
+        for (const [path, body] of [
+          [
+            '/acp/streams/create',
+            { flow_id: flow.id, name: 'bad', type: 'regular', target_url: `https://x.test/a${c}b` },
+          ],
+          ['/acp/streams/update', { id: ok.id, target_url: `https://x.test/?q=${c}` }],
+        ] as const) {
+          const res = await t.acp(path, admin, body);
+          const json = (await res.json()) as {
+            error: { code: string; message: string; details: { path: string }[] };
+          };
+          assert.equal(res.status, 400, `${path} ${JSON.stringify(c)}`);
+          assert.equal(json.error.code, 'validation.invalid_input');
+          assert.match(json.error.message, /^\/target_url: must not contain control characters/);
+          assert.equal(json.error.details[0]?.path, '/target_url');
+          assert.equal(t.logs.apiErrors(res.headers.get('x-request-id')!).length, 1);
+        }
+      }
+      const page = await call<{ items: StreamRecord[] }>(
+        '/acp/streams/list',
+        { filter: { flow_id: flow.id } },
+        viewer,
+      );
+      assert.deepEqual(
+        page.items.map((s) => [s.name, s.target_url, s.version]),
+        [['ok', 'https://ok.test/', ok.version]],
+        'nothing half-written',
+      );
+    });
+
+    it('a macro in the host is refused: the client X-Request-Id cannot pick the redirect host', async () => {
+      const flow = await call<FlowRecord>('/acp/traffic-flows/create', { slug: 'host-macro', name: 'h' });
+      for (const target_url of [
+        'https://example.com{request_id}/',
+        'https://{country}.example.com/',
+        'https://x.test:{flow}/',
+        'https://{stream}@x.test/',
+      ]) {
+        const res = await t.acp('/acp/streams/create', admin, {
+          flow_id: flow.id,
+          name: 'h',
+          type: 'default',
+          target_url,
+        });
+        const json = (await res.json()) as { error: { code: string; message: string } };
+        assert.equal(res.status, 400, target_url);
+        assert.equal(json.error.code, 'validation.invalid_input');
+        assert.match(
+          json.error.message,
+          /^\/target_url: macro \{\w+\} stands in the scheme, user info, host or port; macros may stand only in the path, query and fragment$/,
+        );
+      }
+      const r = await go('host-macro', { 'x-request-id': '.evil.net' });
+      assert.equal(r.status, 404, 'no stream was stored');
+      assert.equal(r.headers.get('location'), null);
+    });
+
+    it('a target stored raw (bypassing validation) never makes a click a 500 and a refused one is not counted', async () => {
+      const raw = async (slug: string, streams: [string, StreamRecord['type'], string][]) => {
+        const flow = await call<FlowRecord>('/acp/traffic-flows/create', { slug, name: slug });
+        const ids: string[] = [];
+        for (const [name, type, target_url] of streams) {
+          const s = await t.node.storage.streams.create({
+            flow_id: flow.id,
+            name,
+            type,
+            position: ids.length,
+            weight: 100,
+            status: 'active',
+            filters: {},
+            target_url,
+            redirect_code: 302,
+          });
+          ids.push(s.id);
+        }
+        return { flow, ids };
+      };
+      const mixed = await raw('raw-mixed', [
+        ['crlf', 'regular', 'https://x.test/a\r\nset-cookie: a=b'],
+        ['fine', 'default', 'https://fine.test/'],
+      ]);
+      const only = await raw('raw-only', [['del', 'regular', 'https://x.test/\x7f\u2028']]);
+      const idn = await raw('raw-idn', [['idn', 'default', 'https://例え.jp/パス']]);
+      const hostMacro = await raw('raw-host-macro', [
+        ['evil', 'default', 'https://example.com{request_id}/'],
+      ]);
+
+      const r1 = await go('raw-mixed');
+      assert.equal(r1.status, 302);
+      assert.equal(r1.headers.get('location'), 'https://fine.test/');
+      assert.equal(r1.headers.get('set-cookie'), null);
+      const r2 = await go('raw-idn');
+      assert.equal(r2.status, 302);
+      assert.equal(r2.headers.get('location'), 'https://xn--r8jz45g.jp/%E3%83%91%E3%82%B9');
+      for (const [slug, headers] of [
+        ['raw-only', {}],
+        ['raw-host-macro', { 'x-request-id': '.evil.example' }],
+      ] as const) {
+        const res = await fetch(`${t.url}/go/${slug}`, { redirect: 'manual', headers });
+        const body = (await res.json()) as { error: { code: string; request_id: string } };
+        assert.equal(res.status, 404, slug);
+        assert.equal(res.statusText, 'Not Found');
+        assert.equal(res.headers.get('location'), null);
+        assert.equal(res.headers.get('x-server-id'), t.node.serverId);
+        const id = res.headers.get('x-request-id')!;
+        assert.equal(body.error.code, 'resource.not_found');
+        assert.equal(body.error.request_id, id);
+        assert.equal(t.logs.apiErrors(id).length, 1);
+      }
+      const refused = t.logs.lines.filter((l) => String(l.message).startsWith('stream left out of routing'));
+      assert.deepEqual(
+        refused.map((l) => l.stream_id).sort(),
+        [mixed.ids[0], only.ids[0], hostMacro.ids[0]].sort(),
+      );
+
+      await t.node.routing.flush();
+      const hits = async (id: string) => (await t.node.storage.streams.get(id))?.hits;
+      assert.equal(await hits(mixed.ids[0]!), 0);
+      assert.equal(await hits(mixed.ids[1]!), 1);
+      assert.equal(await hits(only.ids[0]!), 0);
+      assert.equal(await hits(idn.ids[0]!), 1);
+      assert.equal(await hits(hostMacro.ids[0]!), 0);
+      assert.equal((await t.node.storage.flows.get(only.flow.id))?.clicks, 0);
+    });
+
     it('paging with limit and cursor walks every flow once', async () => {
       for (let i = 0; i < 7; i++)
         await call('/acp/traffic-flows/create', { slug: `walk-${i}`, name: `w${i}` });
