@@ -69,10 +69,16 @@ export class LocalElection implements LeaderElection {
     const { heartbeat, renewIntervalMs } = this.#o;
     if (heartbeat) {
       await heartbeat.beat(true);
-      // Nothing to renew, but the registry counts a node unseen for three intervals as gone.
+      // Nothing to renew, but the registry lists a node unseen for three intervals as not alive.
       if (renewIntervalMs) {
+        let pending = false;
         this.#timer = setInterval(() => {
-          this.#beat = this.#beat.then(() => heartbeat.beat(this.#leader));
+          // A beat still waiting on the database is not queued behind: the next one will do.
+          if (pending) return;
+          pending = true;
+          this.#beat = heartbeat.beat(this.#leader).finally(() => {
+            pending = false;
+          });
         }, renewIntervalMs);
         this.#timer.unref();
       }
