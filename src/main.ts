@@ -12,7 +12,7 @@ import {
   registerSystemRoutes,
 } from './acp/index.ts';
 import { Authenticator, AuthLimiter, bootstrapAdmin } from './auth/index.ts';
-import { type LeaderElection, LocalElection, PostgresElection } from './cluster/index.ts';
+import { type LeaderElection, LocalElection, NodeHeartbeat, PostgresElection } from './cluster/index.ts';
 import { type Config, ConfigError, type LoadOptions, loadConfig, resolveBuildInfo } from './config/index.ts';
 import { registerConsole } from './console/index.ts';
 import { DEFAULT_SCOPE, Schedule, Scheduler, taskRunner } from './cron/index.ts';
@@ -96,14 +96,12 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
 
   const storage = openStorage(config, clock, cwd, logger);
   const startedAt = new Date(clock.now()).toISOString();
-  const heartbeat = (isLeader: boolean) =>
-    storage.cluster.heartbeat({
-      server_id: serverId,
-      started_at: startedAt,
-      version: build.version,
-      commit: build.commit,
-      is_leader: isLeader,
-    });
+  const heartbeat = new NodeHeartbeat({
+    store: storage.cluster,
+    node: { server_id: serverId, started_at: startedAt, version: build.version, commit: build.commit },
+    logger,
+    forgetAfterMs: config.cluster.forget_after_ms,
+  });
   const election: LeaderElection =
     config.cluster.leader_election === 'postgres'
       ? new PostgresElection({
@@ -113,9 +111,9 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
           logger,
           leaseTtlMs: config.cluster.lease_ttl_ms,
           renewIntervalMs: config.cluster.renew_interval_ms,
-          onTick: heartbeat,
+          heartbeat,
         })
-      : new LocalElection(serverId);
+      : new LocalElection(serverId, { heartbeat, renewIntervalMs: config.cluster.renew_interval_ms });
   // One lifecycle for a failed start and for a stop: each part, once made, registers how it is
   // undone; both unwind the same stack in reverse order, and a part that fails to stop does not
   // keep the ones below it (counters, leadership, storage) from stopping.
@@ -126,7 +124,6 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     await storage.migrate();
     lifecycle.defer(() => election.stop());
     await election.start();
-    if (election.kind === 'local') await heartbeat(true);
     const telemetry = new Telemetry({
       clock,
       serverId,
@@ -238,7 +235,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     registerRoutingRoutes(acp, { routing, telemetry, commit: build.commit });
     registerHttpClientRoutes(acp, httpClient);
     registerCronRoutes(acp, scheduler);
-    registerClusterRoutes(acp, { storage, election, serverId });
+    registerClusterRoutes(acp, { storage, election, serverId, cluster: config.cluster });
     registerConsoleRoutes(acp, {
       telemetry,
       scheduler,

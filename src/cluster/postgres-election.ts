@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { ClusterStore, Fence } from '../storage/index.ts';
 import type { Clock } from '../time/index.ts';
 import type { LeaderElection, LeadershipListener } from './election.ts';
+import type { NodeHeartbeat } from './node-heartbeat.ts';
 
 export interface PostgresElectionOptions {
   store: ClusterStore;
@@ -10,8 +11,8 @@ export interface PostgresElectionOptions {
   logger: Logger;
   leaseTtlMs: number;
   renewIntervalMs: number;
-  /** Called after every renewal attempt (the node registry heartbeat rides on it). */
-  onTick?: (isLeader: boolean) => Promise<void>;
+  /** The node registry entry: beaten after every renewal attempt, left on stop. */
+  heartbeat?: NodeHeartbeat;
 }
 
 /**
@@ -54,6 +55,10 @@ export class PostgresElection implements LeaderElection {
     return this.isLeader() ? this.#o.serverId : this.#leaderId;
   }
 
+  async currentLeader(): Promise<string | undefined> {
+    return (await this.#o.store.currentLease())?.holder;
+  }
+
   onChange(listener: LeadershipListener): void {
     this.#listeners.push(listener);
   }
@@ -93,11 +98,7 @@ export class PostgresElection implements LeaderElection {
       logger.warn({ err: (err as Error).message }, 'leader lease renewal failed');
       if (!this.isLeader()) this.#set(false, 'lease could not be renewed');
     }
-    try {
-      await this.#o.onTick?.(this.isLeader());
-    } catch (err) {
-      logger.warn({ err: (err as Error).message }, 'node heartbeat failed');
-    }
+    await this.#o.heartbeat?.beat(this.isLeader());
   }
 
   /** Steps down exactly when the believed lease runs out, even if a renewal is still hanging. */
@@ -140,5 +141,6 @@ export class PostgresElection implements LeaderElection {
         );
       }
     }
+    await this.#o.heartbeat?.leave();
   }
 }

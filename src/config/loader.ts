@@ -222,6 +222,13 @@ function checkSemantics(c: Config, sourceOf: (key: string) => string) {
   if (c.cluster.renew_interval_ms >= c.cluster.lease_ttl_ms) {
     fail('cluster.renew_interval_ms', `expected less than cluster.lease_ttl_ms (${c.cluster.lease_ttl_ms})`);
   }
+  // A node counts as alive for three renewals; forgetting it sooner would drop live nodes.
+  if (c.cluster.forget_after_ms <= 3 * c.cluster.renew_interval_ms) {
+    fail(
+      'cluster.forget_after_ms',
+      `expected more than three cluster.renew_interval_ms (${3 * c.cluster.renew_interval_ms})`,
+    );
+  }
   if (c.storage.driver === 'postgres' && !c.storage.postgres.url) {
     fail(
       'storage.postgres.url',

@@ -99,6 +99,7 @@ export const ConfigSchema = Type.Object(
         leader_election: Type.Union([Type.Literal('local'), Type.Literal('postgres')], { default: 'local' }),
         lease_ttl_ms: Milliseconds(10_000, 100),
         renew_interval_ms: Milliseconds(3_000, 10),
+        forget_after_ms: Milliseconds(86_400_000, 1000, 30 * 86_400_000),
       },
       strict,
     ),

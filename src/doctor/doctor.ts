@@ -159,7 +159,10 @@ export async function runDoctor(o: DoctorOptions): Promise<DoctorReport> {
     }),
   );
   const reached = nodes.filter((n): n is NodeReport & { reachable: true } => n.reachable);
-  const version_audit = auditVersions(reached);
+  const version_audit = auditVersions(
+    reached,
+    nodes.filter((n) => !n.reachable).map((n) => n.url),
+  );
   const findings = reached.reduce((n, r) => n + r.findings, 0) + (version_audit.status === 'finding' ? 1 : 0);
   const exit_code =
     reached.length < nodes.length

@@ -361,10 +361,13 @@ export function evaluate(s: NodeSnapshot, o: ProcedureOptions): NodeReport {
 
 /**
  * Procedure 7 across nodes: every node should run the same commit and version. One item per
- * node, a finding on each node that differs from the most common build.
+ * node, a finding on each node that differs from the most common build. A node that could not be
+ * asked (`unanswered`, by URL) was not audited, which is a finding too: an audit that covered less
+ * than it was asked to is no pass, and one that covered nothing least of all.
  */
 export function auditVersions(
   nodes: readonly Pick<NodeReport, 'url' | 'server_id' | 'commit' | 'version'>[],
+  unanswered: readonly string[] = [],
 ): {
   status: 'ok' | 'finding';
   summary: string;
@@ -379,7 +382,7 @@ export function auditVersions(
   // node not on a single agreed build is a finding.
   const common =
     ranked.length === 1 || (ranked[0] && ranked[0][1] > ranked[1]![1]) ? ranked[0]![0] : undefined;
-  const items = nodes.map((n) => ({
+  const items: ProcedureItem[] = nodes.map((n) => ({
     subject: n.server_id ?? n.url,
     message:
       `commit ${n.commit ?? '?'}, version ${n.version ?? 'not set'}` +
@@ -393,17 +396,28 @@ export function auditVersions(
     finding: counts.size > 1 && build(n) !== common,
     data: { url: n.url, commit: n.commit, version: n.version },
   }));
-  const odd = items.filter((i) => i.finding).length;
+  for (const url of unanswered)
+    items.push({
+      subject: url,
+      message: 'not audited: the node could not be asked',
+      finding: true,
+      data: { url },
+    });
+  const odd = items.filter((i) => i.finding).length - unanswered.length;
+  const audited =
+    nodes.length === 0
+      ? 'nothing audited: no node answered'
+      : counts.size === 1
+        ? `${plural(nodes.length, 'node')} on ${common}`
+        : common === undefined
+          ? `${plural(counts.size, 'build')} across ${plural(nodes.length, 'node')}, none on most of them`
+          : `${plural(counts.size, 'build')} across ${plural(nodes.length, 'node')}; ${odd} differ from ${common}`;
   return {
-    status: odd > 0 ? 'finding' : 'ok',
+    status: odd > 0 || unanswered.length > 0 || nodes.length === 0 ? 'finding' : 'ok',
     summary:
-      nodes.length === 0
-        ? 'no node answered'
-        : counts.size === 1
-          ? `${plural(nodes.length, 'node')} on ${common}`
-          : common === undefined
-            ? `${plural(counts.size, 'build')} across ${plural(nodes.length, 'node')}, none on most of them`
-            : `${plural(counts.size, 'build')} across ${plural(nodes.length, 'node')}; ${odd} differ from ${common}`,
+      nodes.length > 0 && unanswered.length > 0
+        ? `${audited}; ${unanswered.length} of ${plural(nodes.length + unanswered.length, 'node')} not audited (could not be asked)`
+        : audited,
     items,
   };
 }

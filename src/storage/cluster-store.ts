@@ -13,13 +13,18 @@ export interface LeaseState {
   expires_at: string;
 }
 
+/**
+ * A node of the registry as stored. Who leads is not part of it: a per-node flag goes stale the
+ * moment a node stops or crashes, so the lease (or the local election) answers that.
+ */
 export interface NodeRecord {
   server_id: string;
   started_at: string;
   last_seen: string;
   version: string | null;
   commit: string;
-  is_leader: boolean;
+  /** Seen within the `aliveWithinMs` asked for. */
+  alive: boolean;
 }
 
 export interface TaskRunRecord {
@@ -107,7 +112,17 @@ export class ClusterStore {
     return row && { holder: String(row.holder), epoch: toNum(row.epoch), expires_at: toIso(row.expires_at)! };
   }
 
-  /** Records that a node is alive (and whether it leads). */
+  /** `now − ms` on the same clock as `#now()`. */
+  #ago(ms: number): { sql: string; params: unknown[] } {
+    return this.#x.dialect === 'postgres'
+      ? { sql: "clock_timestamp() - CAST(? AS DOUBLE PRECISION) * INTERVAL '1 millisecond'", params: [ms] }
+      : { sql: '?', params: [new Date(this.#clock.now() - ms).toISOString()] };
+  }
+
+  /**
+   * Records that a node is alive. `is_leader` is still written for nodes of older builds that read
+   * it; this build derives who leads from the lease instead (see {@link nodes}).
+   */
   async heartbeat(n: {
     server_id: string;
     started_at: string;
@@ -118,15 +133,35 @@ export class ClusterStore {
     const now = this.#now();
     await this.#x.run(
       `INSERT INTO nodes (server_id, started_at, last_seen, version, commit_id, is_leader) VALUES (?, ?, ${now.sql}, ?, ?, ?)
-       ON CONFLICT (server_id) DO UPDATE SET last_seen = EXCLUDED.last_seen, version = EXCLUDED.version,
-         commit_id = EXCLUDED.commit_id, is_leader = EXCLUDED.is_leader`,
+       ON CONFLICT (server_id) DO UPDATE SET started_at = EXCLUDED.started_at, last_seen = EXCLUDED.last_seen,
+         version = EXCLUDED.version, commit_id = EXCLUDED.commit_id, is_leader = EXCLUDED.is_leader`,
       [n.server_id, n.started_at, ...now.params, n.version ?? null, n.commit, n.is_leader],
     );
   }
 
-  async nodes(): Promise<NodeRecord[]> {
+  /** Takes a node out of the registry (its graceful stop). */
+  async removeNode(serverId: string): Promise<void> {
+    await this.#x.run('DELETE FROM nodes WHERE server_id = ?', [serverId]);
+  }
+
+  /** Deletes the nodes not seen for `unseenMs`. */
+  async forgetNodes(unseenMs: number): Promise<void> {
+    const cut = this.#ago(unseenMs);
+    await this.#x.run(`DELETE FROM nodes WHERE last_seen < ${cut.sql}`, cut.params);
+  }
+
+  /**
+   * The registry: nodes seen within `forgetAfterMs` (older rows are as good as removed, whether or
+   * not a leader has pruned them yet), `alive` when seen within `aliveWithinMs` — both on the
+   * database's clock (PostgreSQL), so nodes' clocks do not matter.
+   */
+  async nodes(o: { aliveWithinMs: number; forgetAfterMs: number }): Promise<NodeRecord[]> {
+    const alive = this.#ago(o.aliveWithinMs);
+    const forget = this.#ago(o.forgetAfterMs);
     const rows = await this.#x.all(
-      'SELECT server_id, started_at, last_seen, version, commit_id, is_leader FROM nodes ORDER BY server_id',
+      `SELECT server_id, started_at, last_seen, version, commit_id, CASE WHEN last_seen > ${alive.sql} THEN 1 ELSE 0 END AS alive
+       FROM nodes WHERE last_seen >= ${forget.sql} ORDER BY server_id`,
+      [...alive.params, ...forget.params],
     );
     return rows.map((r: Row) => ({
       server_id: String(r.server_id),
@@ -134,7 +169,7 @@ export class ClusterStore {
       last_seen: toIso(r.last_seen)!,
       version: (r.version ?? null) as string | null,
       commit: String(r.commit_id),
-      is_leader: r.is_leader === true || r.is_leader === 1,
+      alive: toNum(r.alive) === 1,
     }));
   }
 

@@ -112,21 +112,33 @@ export class QuantileSketch {
     else this.#grow(index);
   }
 
-  /** The value at quantile q (0..1), rank q·(n−1); 0 when empty. */
+  /**
+   * The nearest-rank quantile (contract §17): the smallest recorded value that at least a share q
+   * of the samples do not exceed, i.e. the value of rank ⌈q·n⌉ (1-based) in sorted order — so p95
+   * of one sample is that sample and of two the larger. Within the sketch's relative accuracy,
+   * exact at the extreme ranks, and never outside [min, max]. 0 when empty.
+   */
   quantile(q: number): number {
-    if (this.#count === 0) return 0;
-    const rank = q * (this.#count - 1);
+    const n = this.#count;
+    if (n === 0) return 0;
+    // q·n in floating point can land a hair above a whole number (0.95 has no exact binary form),
+    // which would push ⌈q·n⌉ one rank too far; the 1e-12 relative shift undoes that, and is far
+    // smaller than the fractional part of any q·n that is truly not whole for the q used (0.5–0.999).
+    const rank = Math.ceil(q * n * (1 - 2 ** -40));
+    if (rank <= 1) return this.#min;
+    if (rank >= n) return this.#max;
     let seen = this.#zero;
-    if (seen > rank) return Math.max(this.#min, 0);
+    if (seen >= rank) return this.#clamp(0);
     const counts = this.#counts;
     for (let i = 0; i < counts.length; i++) {
       seen += counts[i]!;
-      if (seen > rank) {
-        const estimate = this.mapping.representative(i + this.#offset);
-        return Math.min(Math.max(estimate, this.#min), this.#max);
-      }
+      if (seen >= rank) return this.#clamp(this.mapping.representative(i + this.#offset));
     }
     return this.#max;
+  }
+
+  #clamp(v: number): number {
+    return v < this.#min ? this.#min : v > this.#max ? this.#max : v;
   }
 
   /** Widens the dense store to include `index` (doubling, so growth is amortised). */

@@ -4,6 +4,18 @@ import { CONTENT_TYPES, type ExpositionFormat, ExpositionWriter } from './exposi
 import { type HostSection, HostStats } from './host-stats.ts';
 import { escapeLabelValue, Recorder, type RecorderEntry, RecorderGroup } from './recorder.ts';
 
+/**
+ * prom-client's gauges named like counters (`promtool check metrics`: "non-counter metrics should
+ * not have _total suffix"; prom-client issue #283). Each is only the sum of its sibling without the
+ * suffix, which is labelled by `type` — `sum(nodejs_active_handles)` gives it — so leaving them out
+ * loses nothing and keeps the exposition lint-clean.
+ */
+const GAUGES_NAMED_LIKE_COUNTERS = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+];
+
 /** Route key shared by every request that matched no route, so scanners cannot grow the map. */
 export const UNMATCHED_ROUTE = '__unmatched__';
 
@@ -114,8 +126,10 @@ export class Telemetry {
       om.setContentType(
         Registry.OPENMETRICS_CONTENT_TYPE as unknown as typeof Registry.PROMETHEUS_CONTENT_TYPE,
       );
-      collectDefaultMetrics({ register: text });
-      collectDefaultMetrics({ register: om });
+      for (const register of [text, om]) {
+        collectDefaultMetrics({ register });
+        for (const name of GAUGES_NAMED_LIKE_COUNTERS) register.removeSingleMetric(name);
+      }
       this.#process = { text, openmetrics: om };
     }
   }

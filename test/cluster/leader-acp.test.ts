@@ -2,10 +2,27 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
+import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
+import { until } from '../helpers/until.ts';
 
 const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
+
+interface NodesAnswer {
+  items: {
+    server_id: string;
+    is_leader: boolean;
+    alive: boolean;
+    last_seen: string;
+    started_at: string;
+    version: string | null;
+    commit: string;
+  }[];
+  total: number;
+  leader_id: string | null;
+  this_node: { server_id: string; is_leader: boolean; epoch: number };
+}
 
 describe('a leader and a follower on one PostgreSQL, seen through the ACP', { skip }, () => {
   const schema = testSchema();
@@ -49,20 +66,27 @@ describe('a leader and a follower on one PostgreSQL, seen through the ACP', { sk
   });
 
   test('the first node leads; both know it; is_leader shows in config, metrics and the exposition', async () => {
-    const nodes = (await (await b.acp('/acp/cluster/nodes', tokenB, {})).json()) as {
-      items: { server_id: string; is_leader: boolean }[];
-      leader_id: string;
+    const nodes = (await (await b.acp('/acp/cluster/nodes', tokenB, {})).json()) as NodesAnswer & {
       leader_election: string;
     };
     assert.equal(nodes.leader_election, 'postgres');
     assert.equal(nodes.leader_id, 'node-a');
     assert.deepEqual(
-      nodes.items.map((n) => [n.server_id, n.is_leader]),
+      nodes.items.map((n) => [n.server_id, n.is_leader, n.alive]),
       [
-        ['node-a', true],
-        ['node-b', false],
+        ['node-a', true, true],
+        ['node-b', false, true],
       ],
     );
+    assert.deepEqual(Object.keys(nodes.items[0]!).sort(), [
+      'alive',
+      'commit',
+      'is_leader',
+      'last_seen',
+      'server_id',
+      'started_at',
+      'version',
+    ]);
     const cfgB = (await (await b.acp('/acp/system/config', tokenB, {})).json()) as {
       runtime: Record<string, unknown>;
     };
@@ -107,5 +131,63 @@ describe('a leader and a follower on one PostgreSQL, seen through the ACP', { sk
       await new Promise((r) => setTimeout(r, 20));
     }
     assert.ok(b.node.election.epoch() > 1);
+  });
+
+  test('after a graceful hand-over only the new leader is is_leader, and the old node has left the list', async () => {
+    // Runs after the hand-over above: node-a stopped gracefully, node-b took the lease.
+    const nodes = (await (await b.acp('/acp/cluster/nodes', tokenB, {})).json()) as NodesAnswer;
+    assert.equal(nodes.leader_id, 'node-b');
+    assert.deepEqual(
+      nodes.items.map((n) => [n.server_id, n.is_leader, n.alive]),
+      [['node-b', true, true]],
+    );
+    assert.equal(nodes.total, 1);
+  });
+
+  test('a crashed node is never the leader by its stale flag, is not alive after three renewals, and is forgotten', async () => {
+    // What a leader that crashed leaves behind: its last beat said it led.
+    await b.node.storage.cluster.heartbeat({
+      server_id: 'node-crashed',
+      started_at: new Date().toISOString(),
+      version: undefined,
+      commit: 'old',
+      is_leader: true,
+    });
+    const db = new pg.Client({ connectionString: PG_URL });
+    await db.connect();
+    const backdate = (ms: number) =>
+      db.query(
+        `UPDATE ${schema}.nodes SET last_seen = clock_timestamp() - $1 * INTERVAL '1 millisecond' WHERE server_id = 'node-crashed'`,
+        [ms],
+      );
+    const list = async () => (await (await b.acp('/acp/cluster/nodes', tokenB, {})).json()) as NodesAnswer;
+    try {
+      const fresh = (await list()).items.find((n) => n.server_id === 'node-crashed');
+      assert.equal(fresh?.is_leader, false, 'the lease, not the flag, says who leads');
+      // Three renew intervals (3 × 200 ms) and a little: not alive.
+      await backdate(3 * 200 + 50);
+      const stale = await list();
+      assert.deepEqual(
+        stale.items.map((n) => [n.server_id, n.is_leader, n.alive]),
+        [
+          ['node-b', true, true],
+          ['node-crashed', false, false],
+        ],
+      );
+      // Unseen for longer than cluster.forget_after_ms (a day): not listed, and the leader deletes it.
+      await backdate(86_400_000 + 60_000);
+      assert.deepEqual(
+        (await list()).items.map((n) => n.server_id),
+        ['node-b'],
+      );
+      await until(
+        'the leader to delete the forgotten node',
+        async () =>
+          (await db.query(`SELECT 1 FROM ${schema}.nodes WHERE server_id = 'node-crashed'`)).rowCount === 0,
+        5000,
+      );
+    } finally {
+      await db.end();
+    }
   });
 });

@@ -27,6 +27,7 @@ describe('configuration loader', () => {
     assert.deepEqual(config.app.server.trusted_proxies, ['127.0.0.1/32', '::1/128']);
     assert.equal(config.storage.driver, 'sqlite');
     assert.equal(config.cluster.lease_ttl_ms, 10_000);
+    assert.equal(config.cluster.forget_after_ms, 86_400_000);
     assert.equal(config.cache.max_entries, 10_000);
     assert.equal(config.observability.metrics.prometheus_enabled, false);
     assert.equal(config.observability.metrics.prefix, 'sluice');
@@ -106,6 +107,12 @@ describe('configuration loader', () => {
       { 'config.m.yml': 'cluster:\n  renew_interval_ms: 10000\n' },
       {},
       /renew_interval_ms .*less than cluster\.lease_ttl_ms/,
+    ],
+    [
+      'a node forgotten before it counts as not alive',
+      { 'config.m.yml': 'cluster:\n  forget_after_ms: 9000\n' },
+      {},
+      /cluster\.forget_after_ms .*more than three cluster\.renew_interval_ms \(9000\)/,
     ],
     [
       'postgres without url',

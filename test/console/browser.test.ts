@@ -51,7 +51,10 @@ describe('web console in a browser', { skip }, () => {
     await page.fill('#token', 'not-a-token');
     await page.click('form[aria-label="Sign in"] button[type=submit]');
     await page.waitForSelector('[role=alert]');
-    assert.match((await page.textContent('[role=alert]')) ?? '', /refused/);
+    // The refusal names the API's status and code (it once read "…refused this token. unknown").
+    const refusal = ((await page.textContent('[role=alert]')) ?? '').replace(/\s+/g, ' ').trim();
+    assert.match(refusal, /^The node refused this token: .+ \(401 auth\.unauthorized\) request \S+$/);
+    assert.doesNotMatch(refusal, /unknown/);
     await page.fill('#token', admin);
     await page.click('form[aria-label="Sign in"] button[type=submit]');
     await page.waitForSelector('[data-testid=overview-node-id]');
@@ -80,6 +83,11 @@ describe('web console in a browser', { skip }, () => {
     assert.equal(await page.textContent('[data-testid=overview-node-id]'), t.node.serverId);
     assert.equal(await page.textContent('[data-testid=node-id]'), t.node.serverId);
     assert.equal(await page.locator('.chart .uplot').count(), 3);
+    // The cluster's nodes (contract §17): this single node, the leader, alive.
+    const me = `section[aria-label="Cluster nodes"] tr:has(code:text-is("${t.node.serverId}"))`;
+    await page.waitForSelector(me);
+    assert.equal(await page.textContent(`${me} td[data-label=Role]`), 'leader');
+    assert.equal((await page.textContent(`${me} td[data-label=Alive]`))?.trim(), 'yes');
     await screenshot(page, 'console-overview');
 
     // Tasks: the failing task is flagged as rising, and its failed HTTP calls are one click away.

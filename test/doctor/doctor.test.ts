@@ -168,6 +168,24 @@ describe('sluice doctor against a live node', () => {
   });
 });
 
+describe('sluice doctor when it can ask no node', () => {
+  test('a version audit of no node is not a pass: ✗ with the unasked node, a finding, exit 2', async () => {
+    const { server, url } = await listen(() => {});
+    server.close();
+    const text = await doctor(['--url', url, '--token', 'any']);
+    assert.equal(text.code, 2);
+    assert.doesNotMatch(text.stdout, /✓ Version audit/);
+    assert.match(text.stdout, /✗ Version audit: nothing audited: no node answered/);
+    assert.match(text.stdout, new RegExp(`• ${url}: not audited: the node could not be asked`));
+    const json = await doctor(['--url', url, '--token', 'any', '--json']);
+    const r = JSON.parse(json.stdout);
+    assertSchema(r);
+    assert.equal(r.version_audit.status, 'finding');
+    assert.equal(r.healthy, false);
+    assert.equal(r.exit_code, 2);
+  });
+});
+
 describe('sluice doctor on a healthy node', () => {
   test('exit 0 and every procedure ok; its own calls do not make findings', async () => {
     const t = await startTestNode();

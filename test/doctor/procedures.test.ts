@@ -251,7 +251,6 @@ describe('operator procedures', () => {
       auditVersions([n('a', 'c1', '1.0'), n('b', 'c1', '1.1'), n('c', 'c1', '1.1')]).items[0]!.finding,
       true,
     );
-    assert.equal(auditVersions([]).summary, 'no node answered');
     // A tie has no odd one out: every node is a finding.
     const tie = auditVersions([n('a', 'c1'), n('b', 'c2')]);
     assert.deepEqual(
@@ -259,5 +258,29 @@ describe('operator procedures', () => {
       [true, true],
     );
     assert.match(tie.summary, /none on most of them/);
+  });
+
+  test('7 across nodes: nothing audited is a finding, not a pass; a node that could not be asked was not audited', () => {
+    const none = auditVersions([], ['http://a']);
+    assert.equal(none.status, 'finding');
+    assert.equal(none.summary, 'nothing audited: no node answered');
+    assert.deepEqual(
+      none.items.map((i) => [i.subject, i.finding]),
+      [['http://a', true]],
+    );
+    assert.equal(auditVersions([]).status, 'finding', 'no node at all is no pass either');
+    const some = auditVersions(
+      [
+        { url: 'http://a', server_id: 'a', commit: 'c1', version: '1.0' },
+        { url: 'http://b', server_id: 'b', commit: 'c1', version: '1.0' },
+      ],
+      ['http://c'],
+    );
+    assert.equal(some.status, 'finding');
+    assert.equal(some.summary, '2 nodes on c1 / 1.0; 1 of 3 nodes not audited (could not be asked)');
+    assert.deepEqual(
+      some.items.filter((i) => i.finding).map((i) => i.subject),
+      ['http://c'],
+    );
   });
 });

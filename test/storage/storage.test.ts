@@ -292,6 +292,56 @@ for (const backend of BACKENDS) {
       assert.equal((await storage.cluster.runs('journaled')).length, 0, 'older than the cut: gone');
     });
 
+    it('the node registry: a beat refreshes a node, alive and listed by the cuts asked for, removed or forgotten', async () => {
+      const beat = (server_id: string, is_leader: boolean) =>
+        storage.cluster.heartbeat({
+          server_id,
+          started_at: '2026-01-01T00:00:00.000Z',
+          version: '1.0',
+          commit: 'c1',
+          is_leader,
+        });
+      await beat('reg-a', true);
+      await beat('reg-b', false);
+      await beat('reg-a', true);
+      const recent = { aliveWithinMs: 60_000, forgetAfterMs: 3_600_000 };
+      const listed = (await storage.cluster.nodes(recent)).filter((n) => n.server_id.startsWith('reg-'));
+      assert.deepEqual(
+        listed.map((n) => [n.server_id, n.alive, n.version, n.commit, n.started_at]),
+        [
+          ['reg-a', true, '1.0', 'c1', '2026-01-01T00:00:00.000Z'],
+          ['reg-b', true, '1.0', 'c1', '2026-01-01T00:00:00.000Z'],
+        ],
+      );
+      assert.ok(!('is_leader' in listed[0]!), 'the stored per-node flag is not what tells who leads');
+      // Cuts in the future stand for time passing (the database's clock cannot be moved).
+      const seenBefore = await storage.cluster.nodes({ aliveWithinMs: -60_000, forgetAfterMs: 3_600_000 });
+      assert.ok(
+        seenBefore.some((n) => n.server_id === 'reg-a' && !n.alive),
+        'unseen since the cut: not alive',
+      );
+      const forgotten = await storage.cluster.nodes({ aliveWithinMs: -60_000, forgetAfterMs: -60_000 });
+      assert.equal(
+        forgotten.filter((n) => n.server_id.startsWith('reg-')).length,
+        0,
+        'unseen too long: not listed',
+      );
+      await storage.cluster.removeNode('reg-b');
+      await storage.cluster.forgetNodes(3_600_000);
+      assert.deepEqual(
+        (await storage.cluster.nodes(recent))
+          .filter((n) => n.server_id.startsWith('reg-'))
+          .map((n) => n.server_id),
+        ['reg-a'],
+        'a removed node is gone, a recent one is not forgotten',
+      );
+      await storage.cluster.forgetNodes(-60_000);
+      assert.equal(
+        (await storage.cluster.nodes(recent)).filter((n) => n.server_id.startsWith('reg-')).length,
+        0,
+      );
+    });
+
     it('queries are timed into the db section', async () => {
       const before = storage.stats();
       await storage.ping();

@@ -21,7 +21,8 @@ export class AcpError extends Error {
     const e = body?.error ?? {};
     super(e.message ?? `HTTP ${status}`);
     this.status = status;
-    this.code = e.code ?? 'unknown';
+    // Null when the answer carried no code (a proxy's error page): nothing is shown rather than a made-up one.
+    this.code = e.code ?? null;
     this.requestId = e.request_id ?? null;
     this.details = Array.isArray(e.details) ? e.details : [];
   }

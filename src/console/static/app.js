@@ -31,8 +31,18 @@ function Login({ onLogin, notice }) {
       onLogin(await acp('/acp/auth/whoami'));
     } catch (err) {
       session.clear();
+      // The API's own code and request id stay, so the line reads e.g. "… (401 auth.unauthorized)".
       setError(
-        err.status === 401 ? new AcpError(401, { error: { message: 'The node refused this token.' } }) : err,
+        err.status === 401
+          ? new AcpError(401, {
+              error: {
+                code: err.code,
+                message:
+                  'The node refused this token: check that it was copied whole and has not been revoked',
+                request_id: err.requestId,
+              },
+            })
+          : err,
       );
     } finally {
       setBusy(false);

@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
-import { Card, fmt, Row } from './ui.js';
+import { Card, fmt, Row, SortTable } from './ui.js';
 
 const COLOURS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2'];
 
@@ -65,6 +65,53 @@ function series(history) {
   return { xs, rate, errors, routes, p95 };
 }
 
+/**
+ * The node registry (`/acp/cluster/nodes`): who leads (from the lease), who is alive, which build —
+ * a node that stopped gracefully has left it, one that crashed shows as not alive.
+ */
+function Nodes({ cluster, me }) {
+  if (!cluster?.items) return null;
+  const columns = [
+    {
+      key: 'server_id',
+      label: 'Node',
+      sort: (n) => n.server_id,
+      render: (n) => html`<code>${n.server_id}</code>${n.server_id === me.server_id ? ' (this node)' : ''}`,
+    },
+    {
+      key: 'is_leader',
+      label: 'Role',
+      sort: (n) => !n.is_leader,
+      render: (n) => (n.is_leader ? 'leader' : 'follower'),
+    },
+    {
+      key: 'alive',
+      label: 'Alive',
+      sort: (n) => !n.alive,
+      render: (n) => html`<span class=${n.alive ? 'ok-text' : 'bad-text'}>${n.alive ? 'yes' : 'no'}</span>`,
+    },
+    { key: 'last_seen', label: 'Last seen', sort: (n) => n.last_seen, render: (n) => fmt.since(n.last_seen) },
+    {
+      key: 'started_at',
+      label: 'Started',
+      sort: (n) => n.started_at,
+      render: (n) => fmt.since(n.started_at),
+    },
+    { key: 'version', label: 'Version', render: (n) => n.version ?? 'not set' },
+    { key: 'commit', label: 'Commit', render: (n) => html`<code>${n.commit}</code>` },
+  ];
+  return html`<section class="nodes" aria-label="Cluster nodes">
+    <h3>Nodes (${cluster.leader_election} leader election)</h3>
+    <${SortTable}
+      label="Cluster nodes"
+      columns=${columns}
+      rows=${cluster.items}
+      rowKey=${(n) => n.server_id}
+      rowClass=${(n) => (n.alive ? '' : 'bad')}
+    />
+  </section>`;
+}
+
 export function OverviewPage({ me, live }) {
   const m = live.metrics;
   if (!m) return html`<p>Loading…</p>`;
@@ -101,6 +148,7 @@ export function OverviewPage({ me, live }) {
         <${Row} k="streams (active)" v=${`${fmt.n(m.streams.total)} (${fmt.n(m.streams.active)})`} />
       <//>
     </div>
+    <${Nodes} cluster=${live.cluster} me=${me} />
     <div class="charts">
       <${Chart} title="Requests per second, all routes" series=${['req/s']} data=${[xs, rate]} unit="" />
       <${Chart} title="Errors per second" series=${['errors/s']} data=${[xs, errors]} unit="" />

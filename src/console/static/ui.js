@@ -53,7 +53,7 @@ export function usePoll(fn, ms, deps = []) {
 export const ErrorLine = ({ error }) =>
   error
     ? html`<p class="error" role="alert">
-        ${error.message}${error.code && error.code !== 'network' ? html` <code>${error.code}</code>` : ''}
+        ${error.message}${error.code && error.code !== 'network' ? html` (<code>${error.status ? `${error.status} ` : ''}${error.code}</code>)` : ''}
         ${error.requestId ? html` <small>request ${error.requestId}</small>` : ''}
       </p>`
     : null;
