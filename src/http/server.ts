@@ -159,27 +159,39 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   });
 
   const unmatched = telemetry.controllers.get(UNMATCHED_ROUTE);
-  app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
-    const q = request.url.indexOf('?');
-    const path = q === -1 ? request.url : request.url.slice(0, q);
-    const methods = staticRoutes.get(path);
-    // Wrong method on a known path is recorded under that path; everything else shares one key.
-    const recorder = methods ? telemetry.controllers.get(path) : unmatched;
-    reply.raw.once('finish', () => recorder.record(reply.elapsedTime, true));
-    if (methods) {
-      const allow = [...methods].sort().join(', ');
-      reply.header('allow', allow);
+  const pathOf = (url: string) => {
+    const q = url.indexOf('?');
+    return q === -1 ? url : url.slice(0, q);
+  };
+  // In a scope of its own, so that its onResponse hook is the 404 context's only: an unmatched
+  // request is counted however it was answered (the handler below, a body refused by the JSON
+  // parser, or a body refused by Node's HTTP parser), not only when the handler runs.
+  app.register((scope, _opts, ready) => {
+    scope.addHook('onResponse', (request, reply, done) => {
+      const path = pathOf(request.url);
+      // Wrong method on a known path is recorded under that path; everything else shares one key.
+      const recorder = staticRoutes.has(path) ? telemetry.controllers.get(path) : unmatched;
+      recorder.record(reply.elapsedTime, reply.statusCode >= 400);
+      done();
+    });
+    scope.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
+      const methods = staticRoutes.get(pathOf(request.url));
+      if (methods) {
+        const allow = [...methods].sort().join(', ');
+        reply.header('allow', allow);
+        return sendApiError(
+          request,
+          reply,
+          new ApiError('request.method_not_allowed', `Method not allowed here; allowed: ${allow}.`),
+        );
+      }
       return sendApiError(
         request,
         reply,
-        new ApiError('request.method_not_allowed', `Method not allowed here; allowed: ${allow}.`),
+        new ApiError('resource.not_found', 'No route matches this method and path.'),
       );
-    }
-    return sendApiError(
-      request,
-      reply,
-      new ApiError('resource.not_found', 'No route matches this method and path.'),
-    );
+    });
+    ready();
   });
 
   app.setErrorHandler((err, request, reply) => sendApiError(request, reply, err));
