@@ -1,5 +1,3 @@
-import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, {
   type FastifyBaseLogger,
@@ -10,9 +8,10 @@ import Fastify, {
   type onResponseHookHandler,
 } from 'fastify';
 import type { Config } from '../config/index.ts';
-import { ApiError, type ErrorCode } from '../errors/index.ts';
+import { ApiError } from '../errors/index.ts';
 import { LazyRequestLogger, type Logger, type Telemetry, UNMATCHED_ROUTE } from '../telemetry/index.ts';
-import { describeApiError, sendApiError } from './error-reply.ts';
+import { sendApiError } from './error-reply.ts';
+import { Refusals } from './refusals.ts';
 import { CountryResolver, requestIdFrom } from './request-context.ts';
 
 declare module 'fastify' {
@@ -60,6 +59,8 @@ function wellFormed(value: unknown): boolean {
 export function createServer(deps: ServerDeps): FastifyInstance {
   const { config, logger, telemetry, serverId } = deps;
   const country = new CountryResolver(config.app.server.country_header, config.app.server.trusted_proxies);
+  const unmatched = telemetry.controllers.get(UNMATCHED_ROUTE);
+  const refusals = new Refusals({ logger, serverId, country, unmatched });
 
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
@@ -79,55 +80,10 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     frameworkErrors: (err, request, reply) => {
       sendApiError(request, reply, err);
     },
-    clientErrorHandler: (err, socket) => rejectMalformed(err as NodeJS.ErrnoException, socket as Socket),
+    clientErrorHandler: (err, socket) => refusals.clientError(err as NodeJS.ErrnoException, socket as Socket),
   });
 
-  /**
-   * A request Node's parser refuses (a bare CR or LF in a header, an invalid header character,
-   * headers over 16 KB) never reaches fastify's routes. It still gets the contract: its code, a
-   * request id, the node id, and one `api error` record (without the raw bytes, which may hold an
-   * Authorization header). A client that left, or a request that timed out, gets no answer.
-   */
-  const rejectMalformed = (err: NodeJS.ErrnoException, socket: Socket) => {
-    // A response already under way on this connection (the parser failed later, e.g. in a chunked
-    // body after the answer) must not get a second one: the connection just ends.
-    const answering = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
-    if (
-      !socket.writable ||
-      answering ||
-      err.code === 'ECONNRESET' ||
-      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-    ) {
-      socket.destroy();
-      return;
-    }
-    const code: ErrorCode =
-      err.code === 'HPE_HEADER_OVERFLOW'
-        ? 'request.headers_too_large'
-        : err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW'
-          ? 'request.too_large'
-          : 'validation.invalid_input';
-    const refused = new ApiError(
-      code,
-      code === 'validation.invalid_input' ? 'The request is not valid HTTP.' : undefined,
-      // Only the parser's code and message: its raw bytes may hold an Authorization header.
-      { cause: `${err.code ?? 'HPE'}: ${err.message}` },
-    );
-    const id = randomUUID();
-    const { status } = refused;
-    const { body, record } = describeApiError(refused, id);
-    const json = JSON.stringify(body);
-    socket.end(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nx-request-id: ${id}\r\nx-server-id: ${serverId}\r\n` +
-        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(json)}\r\n` +
-        `connection: close\r\n\r\n${json}`,
-    );
-    // The server allows half-open sockets: without this a client that keeps its end open would
-    // hold the connection, and a graceful stop would wait for it forever.
-    socket.destroySoon();
-    telemetry.controllers.get(UNMATCHED_ROUTE).record(0, true);
-    logger.error({ ...record, request_id: id, trace_id: id }, 'api error');
-  };
+  refusals.attach(app.server);
 
   app.decorateRequest('country', undefined);
   app.addHook('onRequest', (request, reply, done) => {
@@ -158,7 +114,6 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     route.onResponse = existing === undefined ? [record] : [...[existing].flat(), record];
   });
 
-  const unmatched = telemetry.controllers.get(UNMATCHED_ROUTE);
   const pathOf = (url: string) => {
     const q = url.indexOf('?');
     return q === -1 ? url : url.slice(0, q);
