@@ -81,6 +81,8 @@ export function createServer(deps: ServerDeps): FastifyInstance {
       sendApiError(request, reply, err);
     },
     clientErrorHandler: (err, socket) => refusals.clientError(err as NodeJS.ErrnoException, socket as Socket),
+    // Node's own bare 400 for a Host-less HTTP/1.1 request is replaced by the contract's (onRequest).
+    http: { requireHostHeader: false },
   });
 
   refusals.attach(app.server);
@@ -92,6 +94,11 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     reply.header('x-request-id', request.id);
     reply.header('x-server-id', serverId);
     if (cc !== undefined) reply.header('x-client-country-code', cc);
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is answered 400.
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      done(new ApiError('validation.invalid_input', 'An HTTP/1.1 request needs a Host header.'));
+      return;
+    }
     done();
   });
 

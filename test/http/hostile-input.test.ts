@@ -425,6 +425,25 @@ describe('hostile input', () => {
     assert.ok(x.closedByNode);
   });
 
+  test('an HTTP/1.1 request without Host gets the contract 400 with ids and one record', async () => {
+    const x = await exchange(
+      port,
+      'GET /healthz HTTP/1.1\r\nX-Request-Id: no-host-1\r\nConnection: close\r\n\r\n',
+    );
+    assert.deepEqual(
+      x.answers.map((a) => a.status),
+      [400],
+    );
+    assert.equal(x.answers[0]!.headers['x-request-id'], 'no-host-1');
+    assertContract('no Host', x.answers);
+    // HTTP/1.0 has no Host requirement.
+    const old = await exchange(port, 'GET /healthz HTTP/1.0\r\n\r\n');
+    assert.deepEqual(
+      old.answers.map((a) => a.status),
+      [200],
+    );
+  });
+
   test('CONNECT gets the contract 400 and a closed connection instead of a dropped one', async () => {
     const before = errorsOf('__unmatched__');
     const x = await exchange(port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
