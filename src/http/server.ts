@@ -95,7 +95,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     reply.header('x-server-id', serverId);
     if (cc !== undefined) reply.header('x-client-country-code', cc);
     // RFC 9112 §3.2: an HTTP/1.1 request without Host is answered 400.
-    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+    if (request.raw.headers.host === undefined && request.raw.httpVersion === '1.1') {
       done(new ApiError('validation.invalid_input', 'An HTTP/1.1 request needs a Host header.'));
       return;
     }
