@@ -65,6 +65,7 @@ export class Refusals {
       this.#unmatched.record(0, true);
     });
     server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+      // Node hands the socket over without its error listener: a client reset must not throw.
       socket.on('error', () => {});
       this.#answerRaw(
         socket,
