@@ -116,12 +116,15 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
         const lines = partial.split('\n');
         partial = lines.pop()!;
         for (const line of lines) {
-          if (line.startsWith('{')) logs.push(JSON.parse(line));
-          else banner += `${line}\n`;
-          const m = /listening on (http:\/\/\S+)/.exec(line);
-          if (m) {
+          if (!line.startsWith('{')) {
+            banner += `${line}\n`;
+            continue;
+          }
+          const record = JSON.parse(line) as Record<string, unknown>;
+          logs.push(record);
+          if (record.message === 'sluice started') {
             clearTimeout(timer);
-            res(m[1]!);
+            res(String(record.url));
           }
         }
       });

@@ -108,8 +108,8 @@ function parse<O extends typeof common | typeof operatorOptions | typeof doctorO
 
 async function start(args: string[]): Promise<number> {
   const { values } = parse(args, common);
+  // stdout is the JSON log: the node's `sluice started` record carries its URL and mode.
   const node = await startNode({ configDir: values['config-dir'], mode: values.mode });
-  process.stdout.write(`Sluice ${node.serverId} listening on ${node.url} (mode ${node.mode})\n`);
   return new Promise<number>((resolveExit) => {
     let signalledAt: number | undefined;
     const onSignal = (signal: NodeJS.Signals) => {

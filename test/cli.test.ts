@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { CLI, runCli } from './helpers/cli.ts';
+import { runCli, startCli } from './helpers/cli.ts';
 
 describe('sluice CLI', () => {
   let dir: string;
@@ -136,34 +135,43 @@ describe('sluice CLI', () => {
   });
 
   test('start serves, and SIGTERM stops it gracefully with exit 0', async () => {
-    const child: ChildProcess = spawn(
-      process.execPath,
-      [CLI, 'start', '--config-dir', dir, '--mode', 'test'],
-      {
-        cwd: dir,
-        env: { PATH: process.env.PATH },
-      },
-    );
-    let out = '';
-    child.stdout!.on('data', (d) => {
-      out += d;
-    });
-    const url = await new Promise<string>((res, rej) => {
-      const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), 10_000);
-      child.stdout!.on('data', () => {
-        const m = /listening on (http:\/\/\S+)/.exec(out);
-        if (m) {
-          clearTimeout(timer);
-          res(m[1]!);
-        }
-      });
-    });
-    const res = await fetch(`${url}/healthz`);
+    const node = await startCli(['--config-dir', dir, '--mode', 'test'], { cwd: dir });
+    const res = await fetch(`${node.url}/healthz`);
     assert.equal(res.status, 200);
     await res.arrayBuffer();
-    const exited = new Promise<number | null>((res) => child.on('close', res));
-    child.kill('SIGTERM');
-    assert.equal(await exited, 0);
-    assert.match(out, /"message":"sluice stopped"/);
+    node.child.kill('SIGTERM');
+    assert.equal(await node.exited, 0);
+    assert.match(node.stdout(), /"message":"sluice stopped"/);
+  });
+
+  test('every stdout line of sluice start is a JSON record, but for the one-time bootstrap token', async () => {
+    // Development mode with no operator: the node creates "admin" and prints its token once, on
+    // purpose outside the log (a token never goes into a log line); everything else is JSON.
+    const dev = mkdtempSync(join(tmpdir(), 'sluice-cli-dev-'));
+    try {
+      writeFileSync(
+        join(dev, 'config.development.yml'),
+        `app:\n  server:\n    host: 127.0.0.1\n    port: 0\nstorage:\n  sqlite:\n    path: ${join(dev, 'dev.db')}\nobservability:\n  logging:\n    level: debug\n`,
+      );
+      const node = await startCli(['--config-dir', dev, '--mode', 'development'], { cwd: dev });
+      const res = await fetch(`${node.url}/nope`);
+      assert.equal(res.status, 404);
+      await res.arrayBuffer();
+      node.child.kill('SIGTERM');
+      assert.equal(await node.exited, 0);
+      const bootstrap =
+        /Created ACP operator "admin" \(role admin\)\. Its token, shown only this once:\n\n {4}slc_[A-Za-z0-9_-]{43}\n\n/g;
+      const out = node.stdout();
+      assert.equal(out.match(bootstrap)?.length, 1, 'the bootstrap token is printed once');
+      const lines = out.replace(bootstrap, '').split('\n');
+      assert.equal(lines.pop(), '', 'stdout ends with a whole line');
+      for (const line of lines) {
+        assert.doesNotThrow(() => JSON.parse(line), `not a JSON record: ${JSON.stringify(line)}`);
+      }
+      const messages = lines.map((l) => (JSON.parse(l) as { message?: string }).message);
+      for (const m of ['sluice started', 'api error', 'sluice stopped']) assert.ok(messages.includes(m), m);
+    } finally {
+      rmSync(dev, { recursive: true, force: true });
+    }
   });
 });

@@ -16,6 +16,7 @@ export const ERROR_CODES = {
   'task.already_running': { status: 409, message: 'The task is already running.' },
   'request.too_large': { status: 413, message: 'The request body is too large.' },
   'request.unsupported_media_type': { status: 415, message: 'The request body must be application/json.' },
+  'request.expectation_failed': { status: 417, message: 'The Expect header cannot be met.' },
   'request.headers_too_large': { status: 431, message: 'The request headers are too large.' },
   'rate.limited': { status: 429, message: 'Too many requests; slow down.' },
   'internal.error': { status: 500, message: 'Internal error.' },

@@ -1,5 +1,3 @@
-import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, {
   type FastifyBaseLogger,
@@ -10,10 +8,11 @@ import Fastify, {
   type onResponseHookHandler,
 } from 'fastify';
 import type { Config } from '../config/index.ts';
-import { ApiError, type ErrorCode } from '../errors/index.ts';
+import { ApiError } from '../errors/index.ts';
 import { LazyRequestLogger, type Logger, type Telemetry, UNMATCHED_ROUTE } from '../telemetry/index.ts';
 import { trackConnections } from './drain.ts';
-import { describeApiError, sendApiError, setTracingHeaders } from './error-reply.ts';
+import { sendApiError, setTracingHeaders } from './error-reply.ts';
+import { Refusals } from './refusals.ts';
 import { CountryResolver, requestIdFrom } from './request-context.ts';
 
 declare module 'fastify' {
@@ -61,6 +60,8 @@ function wellFormed(value: unknown): boolean {
 export function createServer(deps: ServerDeps): FastifyInstance {
   const { config, logger, telemetry, serverId } = deps;
   const country = new CountryResolver(config.app.server.country_header, config.app.server.trusted_proxies);
+  const unmatched = telemetry.controllers.get(UNMATCHED_ROUTE);
+  const refusals = new Refusals({ logger, serverId, country, unmatched });
 
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
@@ -80,61 +81,23 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     frameworkErrors: (err, request, reply) => {
       sendApiError(request, reply, err, serverId);
     },
-    clientErrorHandler: (err, socket) => rejectMalformed(err as NodeJS.ErrnoException, socket as Socket),
+    clientErrorHandler: (err, socket) => refusals.clientError(err as NodeJS.ErrnoException, socket as Socket),
+    // Node's own bare 400 for a Host-less HTTP/1.1 request is replaced by the contract's (onRequest).
+    http: { requireHostHeader: false },
   });
 
-  /**
-   * A request Node's parser refuses (a bare CR or LF in a header, an invalid header character,
-   * headers over 16 KB) never reaches fastify's routes. It still gets the contract: its code, a
-   * request id, the node id, and one `api error` record (without the raw bytes, which may hold an
-   * Authorization header). A client that left, or a request that timed out, gets no answer.
-   */
-  const rejectMalformed = (err: NodeJS.ErrnoException, socket: Socket) => {
-    // A response already under way on this connection (the parser failed later, e.g. in a chunked
-    // body after the answer) must not get a second one: the connection just ends.
-    const answering = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
-    if (
-      !socket.writable ||
-      answering ||
-      err.code === 'ECONNRESET' ||
-      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-    ) {
-      socket.destroy();
-      return;
-    }
-    const code: ErrorCode =
-      err.code === 'HPE_HEADER_OVERFLOW'
-        ? 'request.headers_too_large'
-        : err.code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW'
-          ? 'request.too_large'
-          : 'validation.invalid_input';
-    const refused = new ApiError(
-      code,
-      code === 'validation.invalid_input' ? 'The request is not valid HTTP.' : undefined,
-      // Only the parser's code and message: its raw bytes may hold an Authorization header.
-      { cause: `${err.code ?? 'HPE'}: ${err.message}` },
-    );
-    const id = randomUUID();
-    const { status } = refused;
-    const { body, record } = describeApiError(refused, id);
-    const json = JSON.stringify(body);
-    socket.end(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nx-request-id: ${id}\r\nx-server-id: ${serverId}\r\n` +
-        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(json)}\r\n` +
-        `connection: close\r\n\r\n${json}`,
-    );
-    // The server allows half-open sockets: without this a client that keeps its end open would
-    // hold the connection, and a graceful stop would wait for it forever.
-    socket.destroySoon();
-    telemetry.controllers.get(UNMATCHED_ROUTE).record(0, true);
-    logger.error({ ...record, request_id: id, trace_id: id }, 'api error');
-  };
+  refusals.attach(app.server);
 
   trackConnections(app.server);
   app.decorateRequest('country', undefined);
   app.addHook('onRequest', (request, reply, done) => {
     request.country = country.resolve(request.raw);
     setTracingHeaders(request, reply, serverId);
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is answered 400.
+    if (request.raw.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      done(new ApiError('validation.invalid_input', 'An HTTP/1.1 request needs a Host header.'));
+      return;
+    }
     done();
   });
 
@@ -157,31 +120,42 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     route.onResponse = existing === undefined ? [record] : [...[existing].flat(), record];
   });
 
-  const unmatched = telemetry.controllers.get(UNMATCHED_ROUTE);
-  app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
-    const q = request.url.indexOf('?');
-    const path = q === -1 ? request.url : request.url.slice(0, q);
-    const methods = staticRoutes.get(path);
-    // Wrong method on a known path is recorded under that path; everything else shares one key.
-    const recorder = methods ? telemetry.controllers.get(path) : unmatched;
-    reply.raw.once('finish', () => recorder.record(reply.elapsedTime, true));
-    if (methods) {
-      const allow = [...methods].sort().join(', ');
+  const pathOf = (url: string) => {
+    const q = url.indexOf('?');
+    return q === -1 ? url : url.slice(0, q);
+  };
+  // In a scope of its own, so that its onResponse hook is the 404 context's only: an unmatched
+  // request is counted however it was answered (the handler below, a body refused by the JSON
+  // parser, or a body refused by Node's HTTP parser), not only when the handler runs.
+  app.register((scope, _opts, ready) => {
+    scope.addHook('onResponse', (request, reply, done) => {
+      const path = pathOf(request.url);
+      // Wrong method on a known path is recorded under that path; everything else shares one key.
+      const recorder = staticRoutes.has(path) ? telemetry.controllers.get(path) : unmatched;
+      recorder.record(reply.elapsedTime, reply.statusCode >= 400);
+      done();
+    });
+    scope.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
+      const methods = staticRoutes.get(pathOf(request.url));
+      if (methods) {
+        const allow = [...methods].sort().join(', ');
+        return sendApiError(
+          request,
+          reply,
+          new ApiError('request.method_not_allowed', `Method not allowed here; allowed: ${allow}.`, {
+            headers: { allow },
+          }),
+          serverId,
+        );
+      }
       return sendApiError(
         request,
         reply,
-        new ApiError('request.method_not_allowed', `Method not allowed here; allowed: ${allow}.`, {
-          headers: { allow },
-        }),
+        new ApiError('resource.not_found', 'No route matches this method and path.'),
         serverId,
       );
-    }
-    return sendApiError(
-      request,
-      reply,
-      new ApiError('resource.not_found', 'No route matches this method and path.'),
-      serverId,
-    );
+    });
+    ready();
   });
 
   app.setErrorHandler((err, request, reply) => sendApiError(request, reply, err, serverId));

@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { openPostgres } from '../../src/storage/index.ts';
 import { systemClock } from '../../src/time/index.ts';
+import { startCli } from '../helpers/cli.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
 
 /**
@@ -21,7 +22,6 @@ const KILL_EVERY_MS = 10_000;
 const TTL = 3000;
 const RENEW = 1000;
 const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
-const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 test('leader SIGKILLed every 10 s: prompt re-election, no overlapping leader runs, no reused epoch', {
@@ -53,7 +53,7 @@ test('leader SIGKILLed every 10 s: prompt re-election, no overlapping leader run
       `  renew_interval_ms: ${RENEW}`,
       'observability:',
       '  logging:',
-      '    level: warn',
+      '    level: info', // startCli waits for the `sluice started` record
       'cron:',
       '  tasks:',
       '    beat:',
@@ -70,23 +70,11 @@ test('leader SIGKILLed every 10 s: prompt re-election, no overlapping leader run
 
   const nodes = new Map<string, ChildProcess>();
   const start = async (id: string) => {
-    const child = spawn(process.execPath, [CLI, 'start', '--config-dir', dir, '--mode', 'test'], {
+    const node = await startCli(['--config-dir', dir, '--mode', 'test'], {
       cwd: dir,
-      env: { PATH: process.env.PATH, APP__APP__SERVER__ID: id },
-      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { APP__APP__SERVER__ID: id },
     });
-    nodes.set(id, child);
-    await new Promise<void>((res, rej) => {
-      let out = '';
-      const timer = setTimeout(() => rej(new Error(`${id} did not start: ${out}`)), 15_000);
-      child.stdout!.on('data', (d) => {
-        out += d;
-        if (out.includes('listening on')) {
-          clearTimeout(timer);
-          res();
-        }
-      });
-    });
+    nodes.set(id, node.child);
   };
   const leader = async () => (await store.cluster.currentLease())?.holder;
 

@@ -18,6 +18,7 @@ test('the registry is pinned: no code renamed, removed or remapped without this 
     'task.already_running': 409,
     'request.too_large': 413,
     'request.unsupported_media_type': 415,
+    'request.expectation_failed': 417,
     'request.headers_too_large': 431,
     'rate.limited': 429,
     'internal.error': 500,

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 
 /** The `sluice` command, run by the same Node as the tests. */
@@ -26,5 +26,57 @@ export function runCli(
       stderr += d;
     });
     child.on('close', (code) => done({ code, stdout, stderr }));
+  });
+}
+
+/** A running `sluice start` process. */
+export interface CliNode {
+  child: ChildProcess;
+  /** The URL from its `sluice started` log record. */
+  url: string;
+  /** What it has printed on stdout so far. */
+  stdout(): string;
+  exited: Promise<number | null>;
+}
+
+/**
+ * Runs `sluice start <args>` with only PATH and the given variables in its environment, and
+ * resolves once its stdout carries the JSON `sluice started` record (so the log level must be
+ * `info` or lower). stderr is passed through.
+ */
+export function startCli(
+  args: string[],
+  opts: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number },
+): Promise<CliNode> {
+  const child = spawn(process.execPath, [CLI, 'start', ...args], {
+    cwd: opts.cwd,
+    env: { PATH: process.env.PATH, ...opts.env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const exited = new Promise<number | null>((done) => child.on('close', done));
+  let out = '';
+  return new Promise((started, failed) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      failed(new Error(`sluice start did not log "sluice started": ${out}`));
+    }, opts.timeoutMs ?? 15_000);
+    let scanned = 0;
+    child.stdout!.on('data', (d) => {
+      out += d;
+      for (let nl = out.indexOf('\n', scanned); nl !== -1; nl = out.indexOf('\n', scanned)) {
+        const line = out.slice(scanned, nl);
+        scanned = nl + 1;
+        if (!line.startsWith('{')) continue;
+        const record = JSON.parse(line) as { message?: unknown; url?: unknown };
+        if (record.message === 'sluice started' && typeof record.url === 'string') {
+          clearTimeout(timer);
+          started({ child, url: record.url, stdout: () => out, exited });
+        }
+      }
+    });
+    exited.then((code) => {
+      clearTimeout(timer);
+      failed(new Error(`sluice start exited with ${code} before it started: ${out}`));
+    });
   });
 }

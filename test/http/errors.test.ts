@@ -123,6 +123,18 @@ describe('API errors: body and exactly one log record each', () => {
     assert.equal(Object.keys(m).filter((k) => k.startsWith('/nope')).length, 0, 'no key per scanned path');
   });
 
+  test('an unknown path whose body is refused before the 404 handler is still counted under __unmatched__', async () => {
+    // The JSON body parser answers this 400 before the not-found handler runs.
+    const before = t.node.telemetry.controllers.get('__unmatched__').errors;
+    const res = await fetch(`${t.url}/nope`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"a":',
+    });
+    await expectApiError(res, 400, 'validation.invalid_input');
+    assert.equal(t.node.telemetry.controllers.get('__unmatched__').errors - before, 1);
+  });
+
   test('a missing or bad token is 401 auth.unauthorized', async () => {
     await expectApiError(await t.acp('/acp/system/metrics', undefined), 401, 'auth.unauthorized');
     await expectApiError(

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { ERROR_CODES, isErrorCode } from '../../src/errors/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { until } from '../helpers/until.ts';
 
 /** fast-check's seed: fixed by `FC_SEED` to replay a failure, else fresh each run (printed on failure). */
 const SEED = process.env.FC_SEED ? Number(process.env.FC_SEED) : undefined;
@@ -28,6 +29,70 @@ function raw(port: number, request: string | Buffer): Promise<string> {
     socket.write(request);
     setTimeout(() => socket.end(), 300).unref();
   });
+}
+
+interface RawAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** Splits what a node wrote on a connection into its answers (interim 1xx ones included). */
+function parseAnswers(text: string): RawAnswer[] {
+  const answers: RawAnswer[] = [];
+  let rest = text;
+  while (rest.startsWith('HTTP/1.1 ')) {
+    const end = rest.indexOf('\r\n\r\n');
+    assert.notEqual(end, -1, `an answer without the end of its head: ${JSON.stringify(rest)}`);
+    const [line, ...fields] = rest.slice(0, end).split('\r\n');
+    const headers: Record<string, string> = {};
+    for (const f of fields)
+      headers[f.slice(0, f.indexOf(':')).toLowerCase()] = f.slice(f.indexOf(':') + 1).trim();
+    rest = rest.slice(end + 4);
+    const length = Number(headers['content-length'] ?? 0);
+    answers.push({ status: Number(line!.split(' ')[1]), headers, body: rest.slice(0, length) });
+    rest = rest.slice(length);
+  }
+  assert.equal(rest, '', 'nothing but whole answers on the connection');
+  return answers;
+}
+
+/**
+ * Sends raw bytes and collects every answer until the node closes the connection; after 3 s
+ * without that the client gives up (`closedByNode` false), so a missing close fails, not hangs.
+ */
+function exchange(port: number, request: string): Promise<{ answers: RawAnswer[]; closedByNode: boolean }> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    let out = '';
+    let closedByNode = false;
+    socket.on('data', (d) => {
+      out += d.toString('latin1');
+    });
+    socket.on('end', () => {
+      closedByNode = true;
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => resolve({ answers: parseAnswers(out), closedByNode }));
+    socket.write(request);
+    setTimeout(() => socket.destroy(), 3000).unref();
+  });
+}
+
+/** A client that sends a request and never ends its side of the connection. */
+async function halfOpen(port: number, request: string): Promise<{ socket: Socket; answered: Promise<void> }> {
+  const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+  socket.on('error', () => {});
+  let out = '';
+  const answered = new Promise<void>((r) =>
+    socket.on('data', (d) => {
+      out += d.toString('latin1');
+      if (/\r\n\r\n\{"error".*\}$/.test(out)) r();
+    }),
+  );
+  await new Promise<void>((r) => socket.once('connect', () => r()));
+  socket.write(request);
+  return { socket, answered };
 }
 
 /**
@@ -208,30 +273,224 @@ describe('hostile input', () => {
     }
   });
 
-  test("a refused request's connection is closed by the node, even when the client keeps its end open", async () => {
-    const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
-    socket.on('data', () => {});
-    socket.on('error', () => {});
-    await new Promise<void>((r) => socket.once('connect', () => r()));
-    socket.write('GET /go/fuzz HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n');
-    const open = () => new Promise<number>((r) => t.node.app.server.getConnections((_e, n) => r(n)));
-    const deadline = Date.now() + 3000;
-    while ((await open()) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    assert.equal(await open(), 0, 'the node let go of the half-open connection');
-    socket.destroy();
+  /** The contract holds for every error answer of an exchange; each carries this node's id. */
+  function assertContract(label: string, answers: RawAnswer[]): void {
+    for (const a of answers.filter((x) => x.status >= 400)) {
+      const requestId = a.headers['x-request-id'] ?? null;
+      assert.ok(requestId, `${label}: ${a.status} without X-Request-Id`);
+      assert.equal(a.headers['x-server-id'], t.node.serverId, `${label}: X-Server-Id`);
+      const body = JSON.parse(a.body) as Answer['body'];
+      const why = violation({ status: a.status, requestId, body });
+      assert.equal(why, undefined, `${label}: ${why}`);
+    }
+  }
+
+  const errorsOf = (key: string) => t.node.telemetry.controllers.get(key).errors;
+
+  test('Expect: 999-bogus gets the contract 417 with ids and one record', async () => {
+    const before = errorsOf('__unmatched__');
+    const x = await exchange(
+      port,
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: expect-bogus-1\r\nExpect: 999-bogus\r\n\r\n',
+    );
+    assert.deepEqual(
+      x.answers.map((a) => a.status),
+      [417],
+    );
+    assert.equal(x.answers[0]!.headers['x-request-id'], 'expect-bogus-1', 'the client id is honoured');
+    assert.equal(
+      (JSON.parse(x.answers[0]!.body) as Answer['body']).error?.code,
+      'request.expectation_failed',
+    );
+    assertContract('Expect: 999-bogus', x.answers);
+    assert.equal(errorsOf('__unmatched__') - before, 1, 'counted once, under __unmatched__');
+    assert.ok(x.closedByNode, 'the node closes the connection after the 417');
   });
 
-  test('a parse error after an answer gets its own answer: one record per error response', async () => {
-    // A chunked POST refused at once (bad token), then a broken chunk: the garbage is answered as
-    // the next message on the connection (as Node itself would), each answer with its one record.
-    const before = t.logs.apiErrors().length;
-    const answer = await raw(
-      port,
-      'POST /acp/system/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nZZ\r\n',
+  test('Expect: 100-continue still gets 100 Continue, then the answer', async () => {
+    const socket = connect(port, '127.0.0.1');
+    let out = '';
+    socket.on('data', (d) => {
+      out += d.toString('latin1');
+    });
+    const closed = new Promise<void>((r) => socket.on('close', () => r()));
+    socket.write(
+      `POST /acp/system/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
     );
-    const statuses = [...answer.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
-    assert.deepEqual(statuses, [401, 400], answer);
-    assert.equal(t.logs.apiErrors().length - before, statuses.length);
+    await until('100 Continue', () => out.includes('\r\n\r\n'), 5000);
+    assert.match(out, /^HTTP\/1\.1 100 Continue\r\n\r\n$/);
+    socket.write('{}');
+    await closed;
+    assert.deepEqual(
+      parseAnswers(out).map((a) => a.status),
+      [100, 200],
+    );
+  });
+
+  test('a bad chunk size after the headers gets a 400 answer with ids', async () => {
+    const before = errorsOf('/acp/system/metrics');
+    const x = await exchange(
+      port,
+      `POST /acp/system/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nX-Request-Id: bad-chunk-1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n`,
+    );
+    assert.deepEqual(
+      x.answers.map((a) => a.status),
+      [400],
+    );
+    assert.equal(x.answers[0]!.headers['x-request-id'], 'bad-chunk-1', 'the client id is honoured');
+    assertContract('a bad chunk size', x.answers);
+    assert.equal(errorsOf('/acp/system/metrics') - before, 1, 'counted once, under its route');
+    assert.ok(x.closedByNode, 'the node closes the connection after the refusal');
+  });
+
+  test('a body the parser refuses after the headers gets its contract answer, counted once', async () => {
+    const authed = `Host: x\r\nAuthorization: Bearer ${admin}\r\nContent-Type: application/json\r\n`;
+    const cases: [string, string, number, string][] = [
+      [
+        'chunk extensions over the limit',
+        `POST /acp/system/metrics HTTP/1.1\r\n${authed}Transfer-Encoding: chunked\r\n\r\n2;${'a'.repeat(20_000)}\r\n{}\r\n0\r\n\r\n`,
+        413,
+        '/acp/system/metrics',
+      ],
+      [
+        'Transfer-Encoding: xchunked',
+        `POST /acp/system/metrics HTTP/1.1\r\n${authed}Transfer-Encoding: xchunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`,
+        400,
+        '/acp/system/metrics',
+      ],
+      [
+        'a bad chunk size on an unmatched path',
+        'POST /no/such/path HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
+        400,
+        '__unmatched__',
+      ],
+    ];
+    for (const [label, request, status, key] of cases) {
+      const before = errorsOf(key);
+      const x = await exchange(port, request);
+      assert.deepEqual(
+        x.answers.map((a) => a.status),
+        [status],
+        label,
+      );
+      assertContract(label, x.answers);
+      assert.equal(errorsOf(key) - before, 1, `${label}: counted once under ${key}`);
+      assert.ok(x.closedByNode, `${label}: the node closes the connection`);
+    }
+  });
+
+  test('a request answered before its body is refused keeps its answer; the refusal follows it', async () => {
+    // Refused at once (no token), or served without its body (a GET), then the broken chunk: the
+    // refusal is the connection's next answer, after the request's own, each with its one record.
+    const cases: [string, string, number[]][] = [
+      [
+        'an unauthenticated POST',
+        'POST /acp/system/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nZZ\r\n',
+        [401, 400],
+      ],
+      [
+        'a GET with a body',
+        'GET /go/fuzz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
+        [302, 400],
+      ],
+    ];
+    for (const [label, request, statuses] of cases) {
+      const before = t.logs.apiErrors().length;
+      const x = await exchange(port, request);
+      assert.deepEqual(
+        x.answers.map((a) => a.status),
+        statuses,
+        label,
+      );
+      assertContract(label, x.answers);
+      assert.equal(
+        t.logs.apiErrors().length - before,
+        statuses.filter((s) => s >= 400).length,
+        `${label}: one record per error answer`,
+      );
+      assert.ok(x.closedByNode, `${label}: the node closes the connection`);
+    }
+  });
+
+  test('garbage pipelined behind a pending request is refused after that request is answered', async () => {
+    const x = await exchange(
+      port,
+      `POST /acp/system/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}NOT HTTP AT ALL\r\n\r\n`,
+    );
+    assert.deepEqual(
+      x.answers.map((a) => a.status),
+      [200, 400],
+    );
+    assertContract('pipelined garbage', x.answers);
+    assert.ok(x.closedByNode);
+  });
+
+  test('an HTTP/1.1 request without Host gets the contract 400 with ids and one record', async () => {
+    const x = await exchange(
+      port,
+      'GET /healthz HTTP/1.1\r\nX-Request-Id: no-host-1\r\nConnection: close\r\n\r\n',
+    );
+    assert.deepEqual(
+      x.answers.map((a) => a.status),
+      [400],
+    );
+    assert.equal(x.answers[0]!.headers['x-request-id'], 'no-host-1');
+    assertContract('no Host', x.answers);
+    // HTTP/1.0 has no Host requirement.
+    const old = await exchange(port, 'GET /healthz HTTP/1.0\r\n\r\n');
+    assert.deepEqual(
+      old.answers.map((a) => a.status),
+      [200],
+    );
+  });
+
+  test('CONNECT gets the contract 400 and a closed connection instead of a dropped one', async () => {
+    const before = errorsOf('__unmatched__');
+    const x = await exchange(port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+    assert.deepEqual(
+      x.answers.map((a) => a.status),
+      [400],
+    );
+    assertContract('CONNECT', x.answers);
+    assert.equal(errorsOf('__unmatched__') - before, 1);
+    assert.ok(x.closedByNode);
+  });
+
+  const refusals: [string, string][] = [
+    ['a bare CR in a header', 'GET /go/fuzz HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n\r\n'],
+    ['Expect: 999-bogus', 'GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 999-bogus\r\n\r\n'],
+    [
+      'a bad chunk size',
+      'POST /no/such/path HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
+    ],
+    ['CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'],
+  ];
+
+  test("a refused request's connection is closed by the node, even when the client keeps its end open", async () => {
+    const open = () => new Promise<number>((r) => t.node.app.server.getConnections((_e, n) => r(n)));
+    for (const [label, request] of refusals) {
+      const client = await halfOpen(port, request);
+      try {
+        await client.answered;
+        await until(`${label}: the node lets go of the connection`, async () => (await open()) === 0, 3000);
+      } finally {
+        client.socket.destroy();
+      }
+    }
+  });
+
+  test('a graceful stop is not held by refused clients that keep their end open', {
+    timeout: 30_000,
+  }, async (tc) => {
+    const other = await startTestNode();
+    const otherPort = Number(new URL(other.url).port);
+    const clients = await Promise.all(refusals.map(([, request]) => halfOpen(otherPort, request)));
+    // Should the stop hang, the clients go at the timeout, so that the run can end.
+    tc.after(() => {
+      for (const c of clients) c.socket.destroy();
+    });
+    await Promise.all(clients.map((c) => c.answered));
+    await other.close();
   });
 
   test('bodies: too large, wrong type, invalid UTF-8, deep nesting, pollution keys', async () => {

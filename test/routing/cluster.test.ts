@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
+import { type CliNode, startCli } from '../helpers/cli.ts';
 import { startTestNode } from '../helpers/node.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
 import { TcpProxy } from '../helpers/tcp-proxy.ts';
@@ -141,10 +142,9 @@ describe('PostgreSQL down and back', { skip }, () => {
 
 describe('two node processes on one PostgreSQL', { skip }, () => {
   test('clicks served by both, then SIGTERM to both: persisted counters equal the redirects', async () => {
-    const { spawn } = await import('node:child_process');
     const { mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
     const { tmpdir } = await import('node:os');
-    const { join, resolve } = await import('node:path');
+    const { join } = await import('node:path');
     const { openPostgres } = await import('../../src/storage/index.ts');
     const { systemClock } = await import('../../src/time/index.ts');
     const schema = testSchema();
@@ -174,31 +174,11 @@ describe('two node processes on one PostgreSQL', { skip }, () => {
         redirect_code: 302,
       });
     }
-    const cli = resolve(import.meta.dirname, '../../src/cli.ts');
-    const nodes = [0, 1].map(() => {
-      const child = spawn(process.execPath, [cli, 'start', '--config-dir', dir, '--mode', 'test'], {
-        cwd: dir,
-        env: { PATH: process.env.PATH },
-      });
-      let out = '';
-      child.stdout.on('data', (d) => {
-        out += d;
-      });
-      const url = new Promise<string>((res, rej) => {
-        const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), 10_000);
-        child.stdout.on('data', () => {
-          const m = /listening on (http:\/\/\S+)/.exec(out);
-          if (m) {
-            clearTimeout(timer);
-            res(m[1]!);
-          }
-        });
-      });
-      const exited = new Promise<number | null>((res) => child.on('close', res));
-      return { child, url, exited };
-    });
+    const nodes: CliNode[] = [];
     try {
-      const urls = await Promise.all(nodes.map((n) => n.url));
+      for (let i = 0; i < 2; i++)
+        nodes.push(await startCli(['--config-dir', dir, '--mode', 'test'], { cwd: dir }));
+      const urls = nodes.map((n) => n.url);
       let redirects = 0;
       await Promise.all(
         urls.flatMap((u) =>
