@@ -19,4 +19,6 @@ export {
   ROLES,
   type Role,
   TASK_KINDS,
+  TEXT_PATTERN,
+  Text,
 } from './schema.ts';

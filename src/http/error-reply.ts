@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { TEXT_PATTERN } from '../config/index.ts';
 import { ApiError, describeCause, ERROR_CODES, type ErrorBody, type ErrorCode } from '../errors/index.ts';
 
 const BY_STATUS: Record<number, ErrorCode> = {
@@ -14,19 +15,37 @@ const BY_STATUS: Record<number, ErrorCode> = {
   503: 'db.unavailable',
 };
 
+/** One problem as ajv reports it. */
+interface SchemaProblem {
+  instancePath?: string;
+  keyword?: string;
+  message?: string;
+  params?: { additionalProperty?: string; pattern?: string };
+}
+
+/** The field a schema problem concerns (an unknown key is named itself) and what is wrong with it. */
+function describeSchemaProblem(v: SchemaProblem): { path: string; message: string } {
+  const at = v.instancePath ?? '';
+  if (v.keyword === 'additionalProperties' && v.params?.additionalProperty !== undefined) {
+    return { path: `${at}/${v.params.additionalProperty}`, message: 'is not a known field' };
+  }
+  if (v.keyword === 'pattern' && v.params?.pattern === TEXT_PATTERN) {
+    return { path: at || '/', message: 'must not contain control characters (U+0000–U+001F, U+007F–U+009F)' };
+  }
+  return { path: at || '/', message: v.message ?? 'invalid' };
+}
+
 /** Maps whatever was thrown (ours, fastify's, a bug) to a contract error. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
-  const e = err as Partial<FastifyError> & { validation?: { instancePath?: string; message?: string }[] };
+  const e = err as Partial<FastifyError> & { validation?: SchemaProblem[] };
   if (Array.isArray(e.validation)) {
-    const details = e.validation.map((v) => ({
-      path: v.instancePath || '/',
-      message: v.message ?? 'invalid',
-    }));
-    return new ApiError('validation.invalid_input', 'The request body does not match the schema.', {
-      details,
-      cause: err,
-    });
+    const details = e.validation.map(describeSchemaProblem);
+    return new ApiError(
+      'validation.invalid_input',
+      `The request body does not match the schema: ${details.map((d) => `${d.path} ${d.message}`).join('; ')}.`,
+      { details, cause: err },
+    );
   }
   switch (e.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':

@@ -138,6 +138,12 @@ describe('configuration loader', () => {
       /cron\.tasks\.p\.url .*required/,
     ],
     [
+      'U+0000 in app.version (it is stored, and PostgreSQL cannot store it)',
+      { 'config.m.yml': 'app:\n  version: "1.0\\0"\n' },
+      {},
+      /app\.version .*expected a string matching/,
+    ],
+    [
       'a bad env value',
       { 'config.m.yml': '' },
       { APP__CACHE__TTL_MS: 'x' },
