@@ -13,7 +13,7 @@ import {
 } from './acp/index.ts';
 import { Authenticator, AuthLimiter, bootstrapAdmin } from './auth/index.ts';
 import { type LeaderElection, LocalElection, PostgresElection } from './cluster/index.ts';
-import { type Config, type LoadOptions, loadConfig, resolveBuildInfo } from './config/index.ts';
+import { type Config, type LoadOptions, loadConfig, Redactor, resolveBuildInfo } from './config/index.ts';
 import { registerConsole } from './console/index.ts';
 import { DEFAULT_SCOPE, Schedule, Scheduler, taskRunner } from './cron/index.ts';
 import { createServer, registerHealth, registerMetricsRoute } from './http/index.ts';
@@ -127,6 +127,8 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       processMetrics: config.observability.metrics.prometheus_enabled,
     });
     const hc = config.http_client;
+    // One rule for every view of a secret: captures, task errors, the configuration.
+    const redactor = Redactor.of(config);
     const httpClient = new HttpClient({
       telemetry,
       logger,
@@ -137,8 +139,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       backoffMs: hc.backoff_ms,
       maxBackoffMs: hc.max_backoff_ms,
       captureBodyBytes: hc.capture_body_bytes,
-      redactHeaders: hc.redact_headers,
-      secretQueryParams: hc.secret_query_params,
+      redactor,
       recentFailures: hc.recent_failures,
       propagateRequestId: hc.propagate_request_id,
     });
@@ -171,6 +172,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
         },
       },
       serverId,
+      redact: (text) => redactor.text(text),
     });
     // Losing leadership aborts leader-scoped runs at once; their writes are fenced anyway.
     election.onChange((isLeader) => {
@@ -210,7 +212,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       });
     }
     const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators), authLimiter);
-    registerSystemRoutes(acp, { config, mode, telemetry });
+    registerSystemRoutes(acp, { config, mode, telemetry, redactor });
     registerRoutingRoutes(acp, { routing, telemetry, commit: build.commit });
     registerHttpClientRoutes(acp, httpClient);
     registerCronRoutes(acp, scheduler);

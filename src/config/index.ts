@@ -7,7 +7,7 @@ export {
   loadConfig,
   parseCidr,
 } from './loader.ts';
-export { REDACTED, redactConfig } from './redact.ts';
+export { ALWAYS_REDACTED_HEADERS, isSecretKey, REDACTED, Redactor, redactConfig } from './redact.ts';
 export {
   type Config,
   ConfigSchema,

@@ -5,7 +5,8 @@ import { type Static, type StringOptions, Type } from '@sinclair/typebox';
  * same keys; `test/config/docs.test.ts` fails when the two drift apart.
  *
  * A schema node marked `secret: true` is redacted wherever configuration is shown
- * (`POST /acp/system/config`) and never logged.
+ * (`POST /acp/system/config`) and never logged; one marked `secret: 'url'` is a URL shown without
+ * its credentials and secret query parameters. The rule is `Redactor` (redact.ts).
  */
 
 const Milliseconds = (def: number, min = 1, max = 86_400_000) =>
@@ -53,7 +54,7 @@ export const CronTaskSchema = Type.Object(
     execution_scope: Type.Optional(Type.Union([Type.Literal('leader'), Type.Literal('all')])),
     enabled: Type.Boolean({ default: true }),
     timeout_ms: Milliseconds(60_000),
-    url: Type.Optional(Type.String({ minLength: 1 })),
+    url: Type.Optional(Type.String({ minLength: 1, secret: 'url' })),
     method: Type.Optional(Type.String({ pattern: '^[A-Z]{3,10}$' })),
     expect_status: Type.Optional(Type.Integer({ minimum: 100, maximum: 599 })),
     retries: Type.Optional(Type.Integer({ minimum: 0, maximum: 10 })),
