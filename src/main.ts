@@ -13,7 +13,14 @@ import {
 } from './acp/index.ts';
 import { Authenticator, AuthLimiter, bootstrapAdmin } from './auth/index.ts';
 import { type LeaderElection, LocalElection, NodeHeartbeat, PostgresElection } from './cluster/index.ts';
-import { type Config, ConfigError, type LoadOptions, loadConfig, resolveBuildInfo } from './config/index.ts';
+import {
+  type Config,
+  ConfigError,
+  type LoadOptions,
+  loadConfig,
+  Redactor,
+  resolveBuildInfo,
+} from './config/index.ts';
 import { registerConsole } from './console/index.ts';
 import { DEFAULT_SCOPE, Schedule, Scheduler, taskRunner } from './cron/index.ts';
 import { createServer, drainServer, registerHealth, registerMetricsRoute } from './http/index.ts';
@@ -139,6 +146,8 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     });
     lifecycle.defer(() => telemetry.stop());
     const hc = config.http_client;
+    // One rule for every view of a secret: captures, task errors, the configuration.
+    const redactor = Redactor.of(config);
     const httpClient = new HttpClient({
       telemetry,
       logger,
@@ -149,8 +158,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       backoffMs: hc.backoff_ms,
       maxBackoffMs: hc.max_backoff_ms,
       captureBodyBytes: hc.capture_body_bytes,
-      redactHeaders: hc.redact_headers,
-      secretQueryParams: hc.secret_query_params,
+      redactor,
       recentFailures: hc.recent_failures,
       propagateRequestId: hc.propagate_request_id,
     });
@@ -183,6 +191,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
         },
       },
       serverId,
+      redact: (text) => redactor.text(text),
     });
     // Losing leadership aborts leader-scoped runs at once; their writes are fenced anyway.
     election.onChange((isLeader) => {
@@ -231,7 +240,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       });
     }
     const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators), authLimiter);
-    registerSystemRoutes(acp, { config, mode, telemetry });
+    registerSystemRoutes(acp, { config, mode, telemetry, redactor });
     registerRoutingRoutes(acp, { routing, telemetry, commit: build.commit });
     registerHttpClientRoutes(acp, httpClient);
     registerCronRoutes(acp, scheduler);

@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { Agent } from 'undici';
+import { Redactor } from '../../src/config/index.ts';
 import { HttpClient } from '../../src/http-client/index.ts';
 import { Telemetry } from '../../src/telemetry/index.ts';
 import { systemClock } from '../../src/time/index.ts';
@@ -62,8 +63,7 @@ const client = new HttpClient({
   backoffMs: 100,
   maxBackoffMs: 5000,
   captureBodyBytes: 2048,
-  redactHeaders: [],
-  secretQueryParams: ['token'],
+  redactor: new Redactor({ secretQueryParams: ['token'] }),
   recentFailures: 50,
   propagateRequestId: true,
 });

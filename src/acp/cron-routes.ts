@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { Text } from '../config/index.ts';
 import type { Scheduler, TaskItem } from '../cron/index.ts';
 import type { AcpRouter } from './acp-router.ts';
 
@@ -11,7 +12,7 @@ export const TaskListBody = Type.Object(
           /** Tasks whose last run failed (true) or did not (false). */
           failing: Type.Optional(Type.Boolean()),
           /** Substring of the task name. */
-          name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+          name: Type.Optional(Text({ minLength: 1, maxLength: 64 })),
         },
         { additionalProperties: false },
       ),
@@ -30,7 +31,7 @@ export const TaskListBody = Type.Object(
 );
 
 export const TaskRunBody = Type.Object(
-  { name: Type.String({ minLength: 1, maxLength: 64 }) },
+  { name: Text({ minLength: 1, maxLength: 64 }) },
   { additionalProperties: false },
 );
 

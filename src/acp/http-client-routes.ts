@@ -1,11 +1,12 @@
 import { Type } from '@sinclair/typebox';
+import { Text } from '../config/index.ts';
 import type { HttpClient } from '../http-client/index.ts';
 import type { AcpRouter } from './acp-router.ts';
 
 export const RecentFailuresBody = Type.Object(
   {
-    client: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
-    task: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    client: Type.Optional(Text({ minLength: 1, maxLength: 128 })),
+    task: Type.Optional(Text({ minLength: 1, maxLength: 64 })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 50 })),
   },
   { additionalProperties: false },

@@ -7,7 +7,7 @@ export {
   loadConfig,
   parseCidr,
 } from './loader.ts';
-export { REDACTED, redactConfig } from './redact.ts';
+export { ALWAYS_REDACTED_HEADERS, isSecretKey, REDACTED, Redactor, redactConfig } from './redact.ts';
 export {
   type Config,
   ConfigSchema,
@@ -19,4 +19,6 @@ export {
   ROLES,
   type Role,
   TASK_KINDS,
+  TEXT_PATTERN,
+  Text,
 } from './schema.ts';

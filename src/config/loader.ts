@@ -5,6 +5,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { Value, type ValueError } from '@sinclair/typebox/value';
 import { Cron } from 'croner';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { isSecretKey } from './redact.ts';
 import { type Config, ConfigSchema, CronTaskSchema, DEFAULT_TASKS } from './schema.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
@@ -196,7 +197,13 @@ function describe(schema: TSchema): string {
 function explain(e: ValueError): string {
   if (e.message === 'Unexpected property')
     return 'unknown key; expected no such key (see docs/configuration.md)';
-  const got = e.value === undefined ? 'nothing' : JSON.stringify(e.value);
+  // A secret is not quoted even when it is wrong: the message goes to the terminal and the logs.
+  const got =
+    e.value === undefined
+      ? 'nothing'
+      : isSecretKey(e.path)
+        ? 'a value not shown (secret)'
+        : JSON.stringify(e.value);
   if (e.value === undefined) return `required key is missing; expected ${describe(e.schema)}`;
   return `expected ${describe(e.schema)}, got ${got}`;
 }

@@ -1,11 +1,12 @@
-import { type Static, Type } from '@sinclair/typebox';
+import { type Static, type StringOptions, Type } from '@sinclair/typebox';
 
 /**
  * The one place every configuration key and its default lives. `docs/configuration.md` lists the
  * same keys; `test/config/docs.test.ts` fails when the two drift apart.
  *
  * A schema node marked `secret: true` is redacted wherever configuration is shown
- * (`POST /acp/system/config`) and never logged.
+ * (`POST /acp/system/config`) and never logged; one marked `secret: 'url'` is a URL shown without
+ * its credentials and secret query parameters. The rule is `Redactor` (redact.ts).
  */
 
 const Milliseconds = (def: number, min = 1, max = 86_400_000) =>
@@ -24,6 +25,15 @@ const Sha256Hex = (opts: { secret?: boolean } = {}) =>
 
 /** The task p95 service level (ms) of operator procedure 3, when neither the console nor doctor names one. */
 export const DEFAULT_TASK_P95_MS = 5000;
+
+/**
+ * Text without control characters (Unicode Cc: U+0000–U+001F, U+007F–U+009F). PostgreSQL TEXT
+ * cannot hold U+0000 where SQLite can, and no name, URL or filter needs a control character: every
+ * string the ACP takes, and every configured string that is stored, is held to it, so such input
+ * is a 400 naming the field on both backends instead of a 500 on one.
+ */
+export const TEXT_PATTERN = '^[^\\u0000-\\u001f\\u007f-\\u009f]*$';
+export const Text = (opts: StringOptions = {}) => Type.String({ ...opts, pattern: TEXT_PATTERN });
 
 /** Node ids travel in a response header, so they are held to the same alphabet as request ids. */
 export const NODE_ID_PATTERN = '^[A-Za-z0-9._:-]{1,128}$';
@@ -44,7 +54,7 @@ export const CronTaskSchema = Type.Object(
     execution_scope: Type.Optional(Type.Union([Type.Literal('leader'), Type.Literal('all')])),
     enabled: Type.Boolean({ default: true }),
     timeout_ms: Milliseconds(60_000),
-    url: Type.Optional(Type.String({ minLength: 1 })),
+    url: Type.Optional(Type.String({ minLength: 1, secret: 'url' })),
     method: Type.Optional(Type.String({ pattern: '^[A-Z]{3,10}$' })),
     expect_status: Type.Optional(Type.Integer({ minimum: 100, maximum: 599 })),
     retries: Type.Optional(Type.Integer({ minimum: 0, maximum: 10 })),
@@ -58,8 +68,9 @@ export const ConfigSchema = Type.Object(
     app: Type.Object(
       {
         name: Type.String({ minLength: 1, default: 'sluice' }),
-        version: Type.Optional(Type.String({ minLength: 1 })),
-        commit: Type.Optional(Type.String({ minLength: 1 })),
+        // Both are stored in the node registry.
+        version: Type.Optional(Text({ minLength: 1 })),
+        commit: Type.Optional(Text({ minLength: 1 })),
         server: Type.Object(
           {
             id: Type.Optional(Type.String({ pattern: NODE_ID_PATTERN })),

@@ -73,6 +73,11 @@ export interface SchedulerOptions {
   fence?: () => Fence | undefined;
   /** Journal of leader-scoped runs (start and end, fenced). */
   journal?: RunJournal;
+  /**
+   * What of a run's error may be shown (the task list, system metrics, the log, the journal): the
+   * node's one redaction rule (`Redactor.text`), so a URL in an error never shows its secrets.
+   */
+  redact?: (text: string) => string;
   serverId?: string;
 }
 
@@ -229,7 +234,7 @@ export class Scheduler {
       try {
         await e.def.run({ signal: abort.signal, log, runId, epoch, fence });
       } catch (err) {
-        error = describeCause(err);
+        error = this.#describe(err);
         throw err;
       } finally {
         if (journal) await journal.finish(runId, error, fence).catch(() => false);
@@ -239,12 +244,17 @@ export class Scheduler {
       .then(
         () => this.#finish(e, started, null, log),
         (err: unknown) =>
-          this.#finish(e, started, err instanceof TaskTimeout ? 'timeout' : describeCause(err), log),
+          this.#finish(e, started, err instanceof TaskTimeout ? 'timeout' : this.#describe(err), log),
       )
       .finally(() => clearTimeout(timer));
     // The race settles the bookkeeping; a run that ignores its signal is left to finish on its own.
     run.catch(() => {});
     return e.done;
+  }
+
+  #describe(err: unknown): string {
+    const text = describeCause(err);
+    return this.#o.redact ? this.#o.redact(text) : text;
   }
 
   #finish(e: Entry, started: number, error: string | null, log: Logger): void {

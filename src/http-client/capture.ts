@@ -1,39 +1,3 @@
-export const REDACTED = '[redacted]';
-
-/** Header names whose values never reach a log line or the ACP, whatever the configuration says. */
-export const ALWAYS_REDACTED_HEADERS: readonly string[] = [
-  'authorization',
-  'cookie',
-  'set-cookie',
-  'proxy-authorization',
-];
-
-/** The URL as it may be shown: credentials in userinfo and secret query parameters masked. */
-export function maskUrl(url: string, secretParams: ReadonlySet<string>): string {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    return '[invalid url]';
-  }
-  if (u.username) u.username = REDACTED;
-  if (u.password) u.password = REDACTED;
-  for (const name of [...new Set(u.searchParams.keys())]) {
-    if (secretParams.has(name.toLowerCase())) u.searchParams.set(name, REDACTED);
-  }
-  return u.toString();
-}
-
-/** Headers as they may be shown: secret names (case-insensitive) carry `[redacted]`. */
-export function redactHeaders(
-  headers: Record<string, string>,
-  secretNames: ReadonlySet<string>,
-): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(headers)) out[k] = secretNames.has(k.toLowerCase()) ? REDACTED : v;
-  return out;
-}
-
 /** At most `max` bytes of a payload, marked when cut. */
 export function truncate(body: string | undefined, max: number): string | undefined {
   if (body === undefined || body === '') return undefined;

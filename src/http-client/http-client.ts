@@ -1,15 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, type Dispatcher } from 'undici';
+import type { Redactor } from '../config/index.ts';
 import { currentContext, type Logger, type Telemetry, type WorkContext } from '../telemetry/index.ts';
 import type { Clock } from '../time/index.ts';
-import {
-  ALWAYS_REDACTED_HEADERS,
-  type FailedCall,
-  maskUrl,
-  RecentFailures,
-  redactHeaders,
-  truncate,
-} from './capture.ts';
+import { type FailedCall, RecentFailures, truncate } from './capture.ts';
 import { RequestTracker, TrackedDispatcher } from './instrument.ts';
 
 export interface HttpClientOptions {
@@ -22,8 +16,8 @@ export interface HttpClientOptions {
   backoffMs: number;
   maxBackoffMs: number;
   captureBodyBytes: number;
-  redactHeaders: readonly string[];
-  secretQueryParams: readonly string[];
+  /** The node's one rule for what of a URL and headers may be shown (`Redactor.of(config)`). */
+  redactor: Redactor;
   recentFailures: number;
   propagateRequestId: boolean;
   /** Jitter source, injectable for tests. */
@@ -91,8 +85,6 @@ const TIMEOUT_CODES = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'
 export class HttpClient {
   readonly #dispatcher: TrackedDispatcher;
   readonly #o: HttpClientOptions;
-  readonly #secretParams: ReadonlySet<string>;
-  readonly #secretHeaders: ReadonlySet<string>;
   readonly #random: () => number;
   readonly failures: RecentFailures;
   readonly #targets = new Map<string, { origin: string; path: string }>();
@@ -107,10 +99,6 @@ export class HttpClient {
     this.#dispatcher = new TrackedDispatcher(
       agent,
       new RequestTracker(opts.telemetry.http.recorder, opts.clock),
-    );
-    this.#secretParams = new Set(opts.secretQueryParams.map((p) => p.toLowerCase()));
-    this.#secretHeaders = new Set(
-      [...ALWAYS_REDACTED_HEADERS, ...opts.redactHeaders].map((h) => h.toLowerCase()),
     );
     this.#random = opts.random ?? Math.random;
     this.failures = new RecentFailures(opts.recentFailures);
@@ -193,8 +181,8 @@ export class HttpClient {
             error === undefined
               ? `HTTP ${status}`
               : timedOut
-                ? `timeout after ${limit} ms (${describeError(error)})`
-                : describeError(error);
+                ? `timeout after ${limit} ms (${this.#describe(error)})`
+                : this.#describe(error);
           o.logger.warn({ ...line, error: why }, 'http call failed');
           this.failures.add(this.#failure(captured(), attempt, status, why, duration_ms));
         } else {
@@ -221,11 +209,16 @@ export class HttpClient {
       const kind = call.signal?.aborted ? 'aborted' : timedOut ? 'timeout' : 'network';
       throw new HttpCallError(
         kind,
-        `${method} ${captured().line.url}: ${describeError(error)}`,
+        `${method} ${captured().line.url}: ${this.#describe(error)}`,
         attempt,
         error,
       );
     }
+  }
+
+  /** A transport error as it may be shown: any URL in its message masked like the call's own. */
+  #describe(error: unknown): string {
+    return this.#o.redactor.text(describeError(error));
   }
 
   /** Origin and path of a URL; parsed once per distinct URL (probes and checks repeat theirs). */
@@ -247,15 +240,12 @@ export class HttpClient {
     ctx: WorkContext | undefined,
   ): Capture {
     const o = this.#o;
-    const secret = call.secretHeaders?.length
-      ? new Set([...this.#secretHeaders, ...call.secretHeaders.map((h) => h.toLowerCase())])
-      : this.#secretHeaders;
     return {
       line: {
         client: call.client ?? 'default',
         method,
-        url: maskUrl(call.url, this.#secretParams),
-        request_headers: redactHeaders(headers, secret),
+        url: o.redactor.url(call.url),
+        request_headers: o.redactor.headers(headers, call.secretHeaders),
         request_body: truncate(call.body, o.captureBodyBytes),
         ...(ctx?.request_id ? { request_id: ctx.request_id, trace_id: ctx.request_id } : {}),
         ...(ctx?.task ? { task: ctx.task, run_id: ctx.run_id } : {}),

@@ -1,12 +1,4 @@
-export {
-  ALWAYS_REDACTED_HEADERS,
-  type FailedCall,
-  maskUrl,
-  REDACTED,
-  RecentFailures,
-  redactHeaders,
-  truncate,
-} from './capture.ts';
+export { type FailedCall, RecentFailures, truncate } from './capture.ts';
 export {
   type CallOptions,
   type CallResult,

@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { TEXT_PATTERN } from '../config/index.ts';
 import { ApiError, describeCause, ERROR_CODES, type ErrorBody, type ErrorCode } from '../errors/index.ts';
 
 const BY_STATUS: Record<number, ErrorCode> = {
@@ -15,19 +16,69 @@ const BY_STATUS: Record<number, ErrorCode> = {
   503: 'db.unavailable',
 };
 
+/** One problem as ajv reports it. */
+interface SchemaProblem {
+  instancePath?: string;
+  schemaPath?: string;
+  keyword?: string;
+  message?: string;
+  params?: {
+    additionalProperty?: string;
+    missingProperty?: string;
+    pattern?: string;
+    allowedValue?: unknown;
+  };
+}
+
+/**
+ * Each schema problem as the field it concerns and what is wrong with it: an unknown or missing
+ * key is named itself, and a choice (`anyOf` of literals) is one problem listing what is allowed
+ * rather than one per branch.
+ */
+function describeSchemaProblems(problems: SchemaProblem[]): { path: string; message: string }[] {
+  const out: { path: string; message: string }[] = [];
+  let branches: SchemaProblem[] = [];
+  for (const v of problems) {
+    const at = v.instancePath ?? '';
+    if (v.keyword === 'anyOf') {
+      const allowed = branches
+        .filter((b) => b.keyword === 'const' && b.schemaPath?.startsWith(`${v.schemaPath}/`))
+        .map((b) => JSON.stringify(b.params?.allowedValue));
+      out.push({
+        path: at || '/',
+        message: allowed.length ? `must be one of ${allowed.join(', ')}` : 'is not allowed',
+      });
+      branches = [];
+    } else if (v.schemaPath?.includes('/anyOf/')) {
+      // A branch of a choice: reported with the choice that follows it.
+      branches.push(v);
+    } else if (v.keyword === 'additionalProperties' && v.params?.additionalProperty !== undefined) {
+      out.push({ path: `${at}/${v.params.additionalProperty}`, message: 'is not a known field' });
+    } else if (v.keyword === 'required' && v.params?.missingProperty !== undefined) {
+      out.push({ path: `${at}/${v.params.missingProperty}`, message: 'is required' });
+    } else if (v.keyword === 'pattern' && v.params?.pattern === TEXT_PATTERN) {
+      out.push({
+        path: at || '/',
+        message: 'must not contain control characters (U+0000–U+001F, U+007F–U+009F)',
+      });
+    } else {
+      out.push({ path: at || '/', message: v.message ?? 'invalid' });
+    }
+  }
+  return out;
+}
+
 /** Maps whatever was thrown (ours, fastify's, a bug) to a contract error. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
-  const e = err as Partial<FastifyError> & { validation?: { instancePath?: string; message?: string }[] };
+  const e = err as Partial<FastifyError> & { validation?: SchemaProblem[] };
   if (Array.isArray(e.validation)) {
-    const details = e.validation.map((v) => ({
-      path: v.instancePath || '/',
-      message: v.message ?? 'invalid',
-    }));
-    return new ApiError('validation.invalid_input', 'The request body does not match the schema.', {
-      details,
-      cause: err,
-    });
+    const details = describeSchemaProblems(e.validation);
+    return new ApiError(
+      'validation.invalid_input',
+      `The request body does not match the schema: ${details.map((d) => `${d.path} ${d.message}`).join('; ')}.`,
+      { details, cause: err },
+    );
   }
   switch (e.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':

@@ -1,22 +1,25 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { FLOW_SORT_KEYS, STREAM_SORT_KEYS } from '../storage/index.ts';
+import { Text } from '../config/index.ts';
+import { FLOW_SORT_KEYS, ID_PATTERN, INT4_MAX, STREAM_SORT_KEYS } from '../storage/index.ts';
 import { SLUG_PATTERN } from './validation.ts';
 
 /**
  * ACP body schemas for flows and streams (§4, §8). Types and ranges are checked here, by fastify
  * before the handler runs; what JSON Schema cannot say (URL macros, country codes) is checked by
- * the service.
+ * the service. Every value is one both backends store: text without control characters (U+0000
+ * would fail on PostgreSQL only), integers within the int4 columns they go to.
  */
 const lit = <T extends string | number>(values: readonly T[]) =>
   Type.Union(values.map((v) => Type.Literal(v)));
 
-const Id = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9-]+$' });
+const Id = Type.String({ pattern: ID_PATTERN });
 const Version = Type.Integer({
   minimum: 1,
+  maximum: INT4_MAX,
   description: 'expected current version; a stale one is 409 resource.conflict',
 });
 const Slug = Type.String({ pattern: SLUG_PATTERN });
-const Name = Type.String({ minLength: 1, maxLength: 200 });
+const Name = Text({ minLength: 1, maxLength: 200 });
 const FlowStatus = lit(['active', 'paused'] as const);
 const Rotation = lit(['position', 'weight'] as const);
 const StreamType = lit(['forced', 'regular', 'default'] as const);
@@ -29,10 +32,11 @@ const Filters = Type.Object(
   { countries_include: Type.Optional(Countries), countries_exclude: Type.Optional(Countries) },
   { additionalProperties: false },
 );
-const TargetUrl = Type.String({ minLength: 1, maxLength: 2048 });
+const TargetUrl = Text({ minLength: 1, maxLength: 2048 });
 const Order = lit(['asc', 'desc'] as const);
 const Limit = Type.Integer({ minimum: 1, maximum: 500, default: 50 });
-const Cursor = Type.String({ minLength: 1, maxLength: 1024 });
+// next_cursor is base64url; its content is checked by the store against the sort column.
+const Cursor = Type.String({ minLength: 1, maxLength: 1024, pattern: '^[A-Za-z0-9_-]+$' });
 const strict = { additionalProperties: false } as const;
 
 export const FlowCreateBody = Type.Object(

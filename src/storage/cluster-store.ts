@@ -1,5 +1,6 @@
 import type { Clock } from '../time/index.ts';
 import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
+import { storableText } from './storable.ts';
 
 /** The leadership a node holds: the fencing token every leader-only write is checked against. */
 export interface Fence {
@@ -198,7 +199,7 @@ export class ClusterStore {
     const f = fenceClause(fence);
     const n = await this.#x.run(
       `UPDATE task_runs SET finished_at = ${now.sql}, error = ? WHERE run_id = ?${f.sql}`,
-      [...now.params, error, runId, ...f.params],
+      [...now.params, storableText(error), runId, ...f.params],
     );
     return n === 1;
   }

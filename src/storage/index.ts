@@ -19,6 +19,15 @@ export { decodeCursor, encodeCursor } from './paging.ts';
 export { openPostgres, type PostgresOptions } from './postgres.ts';
 export { isUnavailable } from './postgres-executor.ts';
 export { openSqlite } from './sqlite.ts';
+export {
+  type ColumnKind,
+  ID_PATTERN,
+  INT4_MAX,
+  INT4_MIN,
+  idProblem,
+  storableProblem,
+  storableText,
+} from './storable.ts';
 export * from './types.ts';
 
 /** Opens the configured backend; a relative SQLite path is taken from `cwd`. */

@@ -1,5 +1,6 @@
 import { ApiError } from '../errors/index.ts';
 import type { Row, SqlExecutor } from './sql.ts';
+import { type ColumnKind, idProblem, storableProblem } from './storable.ts';
 import type { Page, SortOrder } from './types.ts';
 
 interface CursorState {
@@ -13,24 +14,35 @@ export function encodeCursor(c: CursorState): string {
   return Buffer.from(JSON.stringify([c.by, c.order, c.value, c.id])).toString('base64url');
 }
 
-export function decodeCursor(cursor: string, by: string, order: SortOrder): CursorState {
+/**
+ * The cursor of a page, checked before any query: the same sort, and a sort value and id that the
+ * sort column and the id column can be compared with on both backends. A cursor is opaque but not
+ * trusted (anyone who can list can write one): a string for an integer column, `1e23`, a bad
+ * timestamp or U+0000 would otherwise be a PostgreSQL error (500) where SQLite quietly compares.
+ */
+export function decodeCursor(cursor: string, by: string, order: SortOrder, kind: ColumnKind): CursorState {
+  let parts: unknown;
   try {
-    const [cBy, cOrder, value, id] = JSON.parse(
-      Buffer.from(cursor, 'base64url').toString('utf8'),
-    ) as unknown[];
-    if (
-      cBy === by &&
-      cOrder === order &&
-      (typeof value === 'string' || typeof value === 'number') &&
-      typeof id === 'string'
-    ) {
-      return { by, order, value, id };
-    }
+    parts = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {
-    // fall through to the one error below
+    // the one error below
   }
-  throw new ApiError('validation.invalid_input', 'The cursor is not valid for this query.', {
-    details: [{ path: '/cursor', message: 'pass next_cursor of a previous page with the same sort' }],
+  if (!Array.isArray(parts) || parts.length !== 4 || parts[0] !== by || parts[1] !== order) {
+    throw invalidCursor(
+      'not a next_cursor of this query; pass next_cursor of a previous page with the same sort',
+    );
+  }
+  const [, , value, id] = parts as [string, SortOrder, unknown, unknown];
+  const valueProblem = storableProblem(kind, value);
+  if (valueProblem !== undefined) throw invalidCursor(`its ${by} value ${valueProblem}`);
+  const idProblemText = idProblem(id);
+  if (idProblemText !== undefined) throw invalidCursor(`its id ${idProblemText}`);
+  return { by, order, value: value as string | number, id: id as string };
+}
+
+function invalidCursor(why: string): ApiError {
+  return new ApiError('validation.invalid_input', `/cursor: ${why}`, {
+    details: [{ path: '/cursor', message: why }],
   });
 }
 
@@ -41,6 +53,8 @@ export interface KeysetQuery<T> {
   equal: Record<string, unknown>;
   /** Sort column; always one of a fixed allow-list, never caller text. */
   by: string;
+  /** Its type, which a cursor's sort value is checked against. */
+  kind: ColumnKind;
   order: SortOrder;
   limit: number;
   cursor: string | undefined;
@@ -55,16 +69,17 @@ export interface KeysetQuery<T> {
  * between calls, which offset paging cannot promise. `total` counts the whole filtered set.
  */
 export async function keysetPage<T>(exec: SqlExecutor, q: KeysetQuery<T>): Promise<Page<T>> {
+  // Checked first: a refused cursor sends no query at all.
+  const after = q.cursor === undefined ? undefined : decodeCursor(q.cursor, q.by, q.order, q.kind);
   const set = Object.entries(q.equal).filter(([, v]) => v !== undefined);
   const where = set.map(([k]) => `${k} = ?`);
   const params = set.map(([, v]) => v);
   const filter = where.length ? `WHERE ${where.join(' AND ')}` : '';
   const [count] = await exec.all<{ n: unknown }>(`SELECT COUNT(*) AS n FROM ${q.table} ${filter}`, params);
   const cmp = q.order === 'asc' ? '>' : '<';
-  if (q.cursor !== undefined) {
-    const c = decodeCursor(q.cursor, q.by, q.order);
+  if (after !== undefined) {
     where.push(`(${q.by} ${cmp} ? OR (${q.by} = ? AND id ${cmp} ?))`);
-    params.push(c.value, c.value, c.id);
+    params.push(after.value, after.value, after.id);
   }
   const dir = q.order === 'asc' ? 'ASC' : 'DESC';
   const rows = await exec.all(

@@ -4,6 +4,7 @@ import type { Clock } from '../time/index.ts';
 import { type Fence, fenceClause } from './cluster-store.ts';
 import { keysetPage } from './paging.ts';
 import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
+import { type ColumnKind, storableText } from './storable.ts';
 import type {
   FlowFilter,
   FlowInput,
@@ -100,6 +101,20 @@ function setClause(
 
 const FLOW_MUTABLE = ['slug', 'name', 'status', 'rotation'] as const;
 
+/** Column types of the sort keys (migration 2), which a list cursor is checked against. */
+const FLOW_SORT_KIND: Record<FlowSortKey, ColumnKind> = {
+  created_at: 'timestamp',
+  slug: 'text',
+  name: 'text',
+  clicks: 'int8',
+};
+const STREAM_SORT_KIND: Record<StreamSortKey, ColumnKind> = {
+  position: 'int4',
+  created_at: 'timestamp',
+  name: 'text',
+  hits: 'int8',
+};
+
 export class SqlFlows implements FlowStore {
   readonly #x: SqlExecutor;
   readonly #clock: Clock;
@@ -154,6 +169,7 @@ export class SqlFlows implements FlowStore {
       columns: FLOW_COLUMNS,
       equal: { status: q.filter.status, slug: q.filter.slug },
       by: q.sort.by,
+      kind: FLOW_SORT_KIND[q.sort.by],
       order: q.sort.order,
       limit: q.limit,
       cursor: q.cursor,
@@ -256,6 +272,7 @@ export class SqlStreams implements StreamStore {
       columns: STREAM_COLUMNS,
       equal: { flow_id: q.filter.flow_id, status: q.filter.status, type: q.filter.type },
       by: q.sort.by,
+      kind: STREAM_SORT_KIND[q.sort.by],
       order: q.sort.order,
       limit: q.limit,
       cursor: q.cursor,
@@ -275,7 +292,7 @@ export class SqlStreams implements StreamStore {
     const f = fenceClause(fence);
     const n = await this.#x.run(
       `UPDATE streams SET target_status = ?, target_error = ?, target_checked_at = ${ts} WHERE id = ?${f.sql}`,
-      [status, error, checkedAt, id, ...f.params],
+      [status, storableText(error), checkedAt, id, ...f.params],
     );
     return n === 1;
   }

@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/auth/index.ts';
 import type { SystemMetrics } from '../../src/telemetry/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { until } from '../helpers/until.ts';
 
 const SECTIONS = ['host', 'cache', 'db', 'http', 'controllers', 'tasks', 'streams', 'traffic_flows'];
 
@@ -149,6 +150,69 @@ describe('POST /acp/system/config', () => {
       assert.equal(c.app.server.is_leader, true);
       // The configuration the node runs with is untouched by redaction.
       assert.equal(t.node.config.storage.postgres.url, 'postgres://u:hunter2@db:5432/x');
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('one redaction rule for every view of an http.probe task', () => {
+  test("a viewer sees the probe URL's api_key, token and password masked in /acp/system/config, as in recent failures; no log line holds them", async () => {
+    const secrets = ['probe-pass', 'KEY-s3cret', 'TOK-s3cret', 'HDR-s3cret'];
+    // Port 1 on the loopback refuses at once: the run fails without waiting on a timeout.
+    const url =
+      'http://probe-user:probe-pass@127.0.0.1:1/health?api_key=KEY-s3cret&Token=TOK-s3cret&region=eu';
+    const masked = 'http://[redacted]@127.0.0.1:1/health?api_key=[redacted]&Token=[redacted]&region=eu';
+    const t = await startTestNode({
+      yaml: [
+        'cron:',
+        '  tasks:',
+        '    probe:',
+        '      kind: http.probe',
+        "      schedule: '0 0 1 1 *'",
+        '      execution_scope: all',
+        `      url: '${url}'`,
+        '      headers: { x-api-key: HDR-s3cret }',
+        '',
+      ].join('\n'),
+    });
+    try {
+      const [viewer, operator] = await Promise.all([t.token('viewer'), t.token('operator')]);
+      const shown = await (await t.acp('/acp/system/config', viewer)).text();
+      const probe = JSON.parse(shown).cron.tasks.probe;
+      assert.equal(probe.url, masked);
+      assert.deepEqual(probe.headers, { 'x-api-key': '[redacted]' });
+      for (const secret of secrets) assert.ok(!shown.includes(secret), `${secret} shown in the config`);
+
+      assert.equal((await t.acp('/acp/cron-tasks/run', operator, { name: 'probe' })).status, 202);
+      type Listed = { items: { runtime: { last_finished_at: string | null; last_error: string | null } }[] };
+      const listed = async () =>
+        (await (await t.acp('/acp/cron-tasks/list', viewer, { filter: { name: 'probe' } })).json()) as Listed;
+      await until(
+        'the probe run to finish',
+        async () => (await listed()).items[0]?.runtime.last_finished_at != null,
+        10_000,
+      );
+
+      const failures = (await (
+        await t.acp('/acp/http-client/recent-failures', operator, { task: 'probe' })
+      ).json()) as {
+        items: { url: string; request_headers: Record<string, string> }[];
+      };
+      assert.equal(failures.items[0]?.url, masked, 'the same URL, masked the same way, as the config view');
+      assert.equal(failures.items[0]?.request_headers['x-api-key'], '[redacted]');
+      const lastError = (await listed()).items[0]?.runtime.last_error ?? '';
+      assert.ok(lastError.includes(masked), lastError);
+      const metrics = await (await t.acp('/acp/system/metrics', viewer)).text();
+      for (const secret of secrets) {
+        assert.ok(!lastError.includes(secret), `${secret} in the task's last_error`);
+        assert.ok(!metrics.includes(secret), `${secret} in system metrics`);
+        assert.ok(!JSON.stringify(failures).includes(secret), `${secret} in recent failures`);
+        assert.ok(!t.logs.raw.includes(secret), `${secret} in the log`);
+      }
+      assert.ok(
+        t.logs.lines.some((l) => l.message === 'task run failed' && String(l.error).includes(masked)),
+      );
     } finally {
       await t.close();
     }

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { ConfigError, loadConfig, REDACTED, redactConfig } from '../../src/config/index.ts';
+import { ConfigError, loadConfig, REDACTED, Redactor, redactConfig } from '../../src/config/index.ts';
 
 const dirs: string[] = [];
 after(() => {
@@ -145,6 +145,12 @@ describe('configuration loader', () => {
       /cron\.tasks\.p\.url .*required/,
     ],
     [
+      'U+0000 in app.version (it is stored, and PostgreSQL cannot store it)',
+      { 'config.m.yml': 'app:\n  version: "1.0\\0"\n' },
+      {},
+      /app\.version .*expected a string matching/,
+    ],
+    [
       'a bad env value',
       { 'config.m.yml': '' },
       { APP__CACHE__TTL_MS: 'x' },
@@ -176,7 +182,7 @@ describe('redaction of the shown configuration', () => {
         'storage:\n  postgres:\n    url: postgres://u:pw@h/db',
         `acp:\n  operators:\n    - { name: a, role: admin, token_sha256: ${'c'.repeat(64)} }`,
         `observability:\n  metrics:\n    auth_token_sha256: ${'d'.repeat(64)}`,
-        "cron:\n  tasks:\n    p:\n      kind: http.probe\n      schedule: '* * * * *'\n      execution_scope: all\n      url: http://x/\n      headers: { authorization: Bearer zzz }",
+        "cron:\n  tasks:\n    p:\n      kind: http.probe\n      schedule: '* * * * *'\n      execution_scope: all\n      url: http://x/?sig=abc&q=1\n      headers: { authorization: Bearer zzz }",
         '',
       ].join('\n'),
     });
@@ -186,7 +192,71 @@ describe('redaction of the shown configuration', () => {
     assert.equal(shown.acp.operators[0]?.name, 'a');
     assert.equal(shown.observability.metrics.auth_token_sha256, REDACTED);
     assert.deepEqual(shown.cron.tasks.p?.headers, { authorization: REDACTED });
-    assert.equal(shown.cron.tasks.p?.url, 'http://x/');
+    assert.equal(shown.cron.tasks.p?.url, 'http://x/?sig=[redacted]&q=1');
+    assert.equal(config.cron.tasks.p?.url, 'http://x/?sig=abc&q=1');
     assert.equal(config.storage.postgres.url, 'postgres://u:pw@h/db');
+  });
+});
+
+describe('the one redaction rule (Redactor)', () => {
+  const r = new Redactor({ secretQueryParams: ['token', 'api_key'], secretHeaders: ['x-custom'] });
+
+  test('a URL: userinfo and secret query and fragment parameters become [redacted]; the rest stays as written', () => {
+    assert.equal(
+      r.url('https://u:p@h.test:8443/a%20b?API_KEY=1&x=a+b%2F&token&token=2#token=3&y=4'),
+      'https://[redacted]@h.test:8443/a%20b?API_KEY=[redacted]&x=a+b%2F&token&token=[redacted]#token=[redacted]&y=4',
+    );
+    assert.equal(r.url('https://only-user@h.test/'), 'https://[redacted]@h.test/');
+    assert.equal(
+      r.url('https://h.test/?to%6Ben=x'),
+      'https://h.test/?to%6Ben=[redacted]',
+      'an encoded name too',
+    );
+    assert.equal(r.url('https://h.test/plain?a=1'), 'https://h.test/plain?a=1');
+    assert.equal(r.url('not a url'), '[invalid url]');
+  });
+
+  test('free text: every URL in an error message is masked, the punctuation around it kept', () => {
+    assert.equal(
+      r.text('GET http://h.test/x?token=abc: refused (see https://u:pw@h.test/y?api_key=k).'),
+      'GET http://h.test/x?token=[redacted]: refused (see https://[redacted]@h.test/y?api_key=[redacted]).',
+    );
+    const once = r.text('GET http://h.test/x?token=abc, again');
+    assert.equal(r.text(once), once, 'masking twice changes nothing');
+    assert.equal(r.text('no url here: token=abc'), 'no url here: token=abc');
+  });
+
+  test('headers: the always-secret ones, the configured ones and a call’s own, case-insensitive', () => {
+    assert.deepEqual(
+      r.headers({ Authorization: 'a', COOKIE: 'b', 'X-Custom': 'c', 'X-Probe': 'd', 'X-Plain': 'e' }, [
+        'x-probe',
+      ]),
+      {
+        Authorization: REDACTED,
+        COOKIE: REDACTED,
+        'X-Custom': REDACTED,
+        'X-Probe': REDACTED,
+        'X-Plain': 'e',
+      },
+    );
+  });
+
+  test('a refused configuration never quotes a secret value: not a probe header, not a postgres url', () => {
+    for (const [yaml, key] of [
+      [
+        "cron:\n  tasks:\n    p:\n      kind: http.probe\n      schedule: '* * * * *'\n      execution_scope: all\n      url: http://x/\n      headers: { x-api-key: 123456789 }\n",
+        'cron.tasks.p.headers.x-api-key',
+      ],
+      ['storage:\n  postgres:\n    url: mysql://u:hunter2@h/db\n', 'storage.postgres.url'],
+    ] as const) {
+      assert.throws(
+        () => load({ 'config.m.yml': yaml }),
+        (e: unknown) =>
+          e instanceof ConfigError &&
+          e.message.includes(key) &&
+          !e.message.includes('123456789') &&
+          !e.message.includes('hunter2'),
+      );
+    }
   });
 });

@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { Redactor } from '../../src/config/index.ts';
 import {
   HttpCallError,
   HttpClient,
   type HttpClientOptions,
-  maskUrl,
   parseRetryAfter,
 } from '../../src/http-client/index.ts';
 import { createLogger, runWithContext, Telemetry } from '../../src/telemetry/index.ts';
@@ -61,8 +61,7 @@ function makeClient(over: Partial<HttpClientOptions> = {}, buckets = [50, 250, 1
     backoffMs: 10,
     maxBackoffMs: 50,
     captureBodyBytes: 16,
-    redactHeaders: ['x-custom-secret'],
-    secretQueryParams: ['token', 'sig'],
+    redactor: new Redactor({ secretQueryParams: ['token', 'sig'], secretHeaders: ['x-custom-secret'] }),
     recentFailures: 3,
     propagateRequestId: true,
     ...over,
@@ -264,7 +263,10 @@ describe('instrumented HTTP client against real local servers', () => {
     assert.equal(warn.status, 500);
     assert.equal(warn.attempt, 1);
     assert.equal(warn.client, 'probe:test');
-    assert.match(String(warn.url), /\/boom\?token=%5Bredacted%5D&sig=%5Bredacted%5D&page=2$/);
+    assert.equal(
+      String(warn.url),
+      `${up.url.replace('http://', 'http://[redacted]@')}/boom?token=[redacted]&sig=[redacted]&page=2`,
+    );
     assert.equal((warn.request_headers as Record<string, string>)['X-Plain'], 'visible');
     assert.match(String(warn.request_body), /^a long payload t…\[truncated, 43 bytes\]$/);
     const [failure] = client.failures.list({ limit: 10 });
@@ -326,9 +328,10 @@ describe('helpers', () => {
     assert.equal(parseRetryAfter('soon', now), undefined);
     assert.equal(parseRetryAfter(undefined, now), undefined);
   });
-  test('maskUrl leaves ordinary URLs alone and says when one is invalid', () => {
-    assert.equal(maskUrl('https://example.com/a?b=c', new Set(['token'])), 'https://example.com/a?b=c');
-    assert.equal(maskUrl('not a url', new Set()), '[invalid url]');
+  test('Redactor.url leaves ordinary URLs alone and says when one is invalid', () => {
+    const r = new Redactor({ secretQueryParams: ['token'] });
+    assert.equal(r.url('https://example.com/a?b=c'), 'https://example.com/a?b=c');
+    assert.equal(r.url('not a url'), '[invalid url]');
   });
 });
 

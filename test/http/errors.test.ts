@@ -62,6 +62,23 @@ describe('API errors: body and exactly one log record each', () => {
     assert.deepEqual(record.details, body.error.details);
   });
 
+  test('a schema error names the field in its message: an unknown key, a missing one, a choice with what is allowed', async () => {
+    for (const [body, path, message] of [
+      [{ unexpected: true }, '/unexpected', 'is not a known field'],
+      [{ filter: { running: 'yes' } }, '/filter/running', 'must be boolean'],
+      [{ sort: { by: 'nope' } }, '/sort/by', 'must be one of "name", "runs", "failures", "p95"'],
+      [{ sort: {} }, '/sort/by', 'is required'],
+    ] as const) {
+      const { body: answer } = await expectApiError(
+        await t.acp('/acp/cron-tasks/list', viewer, body),
+        400,
+        'validation.invalid_input',
+      );
+      assert.deepEqual(answer.error.details, [{ path, message }]);
+      assert.equal(answer.error.message, `The request body does not match the schema: ${path} ${message}.`);
+    }
+  });
+
   test('a JSON array where an object is expected is 400', async () => {
     await expectApiError(await t.acp('/acp/system/metrics', viewer, '[]'), 400, 'validation.invalid_input');
   });

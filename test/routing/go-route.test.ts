@@ -2,24 +2,20 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { pgAvailable } from '../helpers/postgres.ts';
 import { seeded } from '../helpers/random.ts';
+import { BACKENDS } from '../storage/backends.ts';
 
-for (const backend of ['sqlite', 'postgres'] as const) {
-  describe(`flows, streams and /go/:slug on ${backend}`, async () => {
-    const available = backend === 'sqlite' || (await pgAvailable());
+for (const backend of BACKENDS) {
+  describe(`flows, streams and /go/:slug on ${backend.name}`, async () => {
+    const available = await backend.available();
     const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && 'PostgreSQL unavailable' }, fn);
+      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     let t: TestNode;
     let admin: string;
     let viewer: string;
     before(async () => {
       if (!available) return;
-      t = await startTestNode({
-        random: seeded(7),
-        ...(backend === 'postgres' ? { postgres: {} } : {}),
-        yaml: 'cache:\n  ttl_ms: 60000\n',
-      });
+      t = await backend.startNode({ random: seeded(7), yaml: 'cache:\n  ttl_ms: 60000\n' });
       admin = await t.token('admin');
       viewer = await t.token('viewer');
     });

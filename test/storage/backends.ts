@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openPostgres, openSqlite, type Storage } from '../../src/storage/index.ts';
 import { type Clock, systemClock } from '../../src/time/index.ts';
+import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
 
 /** One backend under test: how to open a fresh, migrated store and how to clean it up. */
@@ -11,6 +12,8 @@ export interface BackendCase {
   /** Resolves false when the backend cannot run here (PostgreSQL outside CI). */
   available(): Promise<boolean>;
   open(clock?: Clock): Promise<{ storage: Storage; cleanup(): Promise<void>; reopen(): Storage }>;
+  /** A whole node on this backend (its own SQLite file, or its own PostgreSQL schema). */
+  startNode(opts?: Parameters<typeof startTestNode>[0]): Promise<TestNode>;
 }
 
 export const BACKENDS: BackendCase[] = [
@@ -31,6 +34,7 @@ export const BACKENDS: BackendCase[] = [
         },
       };
     },
+    startNode: (opts = {}) => startTestNode(opts),
   },
   {
     name: 'postgres',
@@ -49,5 +53,6 @@ export const BACKENDS: BackendCase[] = [
         },
       };
     },
+    startNode: (opts = {}) => startTestNode({ postgres: {}, ...opts }),
   },
 ];

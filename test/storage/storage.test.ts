@@ -230,6 +230,102 @@ for (const backend of BACKENDS) {
       );
     });
 
+    // A viewer can write any cursor. Each of these made PostgreSQL fail (500) where SQLite quietly
+    // compared and answered 200; the store now refuses them alike, before any query.
+    const forged =
+      (value: unknown, id: unknown = '00000000-0000-0000-0000-000000000000') =>
+      (by: string) =>
+        Buffer.from(JSON.stringify([by, 'asc', value, id])).toString('base64url');
+    const FORGED_CURSORS: [
+      what: string,
+      by: 'slug' | 'name' | 'created_at' | 'clicks',
+      make: (by: string) => string,
+    ][] = [
+      ['a number for a text sort column', 'slug', forged(5)],
+      ['text for a timestamp sort column', 'created_at', forged('yesterday')],
+      ['a number for a timestamp sort column', 'created_at', forged(5)],
+      ['year 0000 for a timestamp sort column', 'created_at', forged('0000-01-01T00:00:00.000Z')],
+      ['text for a counter sort column', 'clicks', forged('abc')],
+      ['1e23 for a counter sort column', 'clicks', forged(1e23)],
+      ['a fraction for a counter sort column', 'clicks', forged(1.5)],
+      ['U+0000 in a text sort value', 'name', forged('a\u0000')],
+      ['U+0000 in the id', 'slug', forged('a', 'x\u0000y')],
+      ['a number for the id', 'slug', forged('a', 7)],
+      [
+        'extra components',
+        'slug',
+        (by) => Buffer.from(JSON.stringify([by, 'asc', 'a', 'x', 1])).toString('base64url'),
+      ],
+    ];
+    it('a forged flow cursor (wrong type for the sort column, 1e23, U+0000) is validation.invalid_input, before any query', async () => {
+      for (const [what, by, make] of FORGED_CURSORS) {
+        const before = storage.stats().queries;
+        await assert.rejects(
+          storage.flows.list({ filter: {}, sort: { by, order: 'asc' }, limit: 2, cursor: make(by) }),
+          (err: unknown) =>
+            isCode('validation.invalid_input')(err) && /^\/cursor: /.test((err as Error).message),
+          what,
+        );
+        assert.equal(storage.stats().queries, before, `${what}: no query sent`);
+      }
+    });
+
+    it('a forged stream cursor with a position beyond int4 or text for an integer is validation.invalid_input', async () => {
+      for (const [what, value] of [
+        ['2^31', 2 ** 31],
+        ['-2^31 - 1', -(2 ** 31) - 1],
+        ['text', 'a'],
+        ['null', null],
+      ] as const) {
+        await assert.rejects(
+          storage.streams.list({
+            filter: {},
+            sort: { by: 'position', order: 'asc' },
+            limit: 2,
+            cursor: forged(value)('position'),
+          }),
+          isCode('validation.invalid_input'),
+          what,
+        );
+      }
+      await assert.rejects(
+        storage.streams.list({
+          filter: {},
+          sort: { by: 'hits', order: 'asc' },
+          limit: 2,
+          cursor: forged(2 ** 63)('hits'),
+        }),
+        isCode('validation.invalid_input'),
+        'hits beyond what a JSON number holds exactly',
+      );
+      // The edges themselves are fine.
+      for (const value of [2 ** 31 - 1, -(2 ** 31)]) {
+        await storage.streams.list({
+          filter: {},
+          sort: { by: 'position', order: 'asc' },
+          limit: 2,
+          cursor: forged(value)('position'),
+        });
+      }
+    });
+
+    it('a target check error with U+0000 in it is stored on both backends (as U+FFFD)', async () => {
+      const f = await storage.flows.create({
+        slug: 'nul-err',
+        name: 'n',
+        status: 'active',
+        rotation: 'position',
+      });
+      const s = await storage.streams.create(stream(f.id));
+      const at = new Date().toISOString();
+      assert.equal(await storage.streams.setTargetStatus(s.id, 'unreachable', 'bad\u0000byte', at), true);
+      assert.equal((await storage.streams.get(s.id))?.target_error, 'bad\uFFFDbyte');
+      const run = { run_id: `nul-${backend.name}`, task: 'nul', server_id: 'n1', epoch: 1 };
+      await storage.cluster.startRun(run, undefined);
+      assert.equal(await storage.cluster.finishRun(run.run_id, 'x\u0000y', undefined), true);
+      assert.equal((await storage.cluster.runs('nul'))[0]?.error, 'x\uFFFDy');
+    });
+
     it('counters add atomically: concurrent batches from two connections sum exactly', async () => {
       const f = await storage.flows.create({
         slug: 'count-f',

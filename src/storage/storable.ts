@@ -1,0 +1,63 @@
+/**
+ * What both backends store and compare alike. PostgreSQL is the narrower of the two: its TEXT cannot
+ * hold U+0000, its INTEGER is 32-bit, and a parameter compared with a typed column must be of that
+ * type; SQLite quietly takes any of these. Inputs are held to these bounds before a query is sent,
+ * so a value one backend would refuse is a 400 on both, never a 500 on one.
+ */
+
+/** PostgreSQL INTEGER (int4): `version`, `position`, `weight`, `redirect_code`. */
+export const INT4_MAX = 2_147_483_647;
+export const INT4_MIN = -2_147_483_648;
+
+/** Ids are generated here (UUIDs); a caller may only pass one back. */
+export const ID_PATTERN = '^[A-Za-z0-9-]{1,64}$';
+const ID = new RegExp(ID_PATTERN);
+
+/** The kind of a column a keyset cursor compares against. */
+export type ColumnKind = 'text' | 'int4' | 'int8' | 'timestamp';
+
+// Year 0001 to 9999: PostgreSQL has no year 0000 (it would be 1 BC).
+const ISO_MS = /^(?!0000)\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+/**
+ * Why `value` cannot be stored in, or compared with, a column of that kind on both backends;
+ * undefined when it can. `int8` is bounded to what a JSON number holds exactly.
+ */
+export function storableProblem(kind: ColumnKind, value: unknown): string | undefined {
+  switch (kind) {
+    case 'text':
+      if (typeof value !== 'string') return 'must be a string';
+      return value.includes('\u0000') ? 'must not contain U+0000' : undefined;
+    case 'int4':
+      return Number.isInteger(value) && (value as number) >= INT4_MIN && (value as number) <= INT4_MAX
+        ? undefined
+        : `must be an integer from ${INT4_MIN} to ${INT4_MAX}`;
+    case 'int8':
+      return Number.isSafeInteger(value)
+        ? undefined
+        : `must be an integer from ${Number.MIN_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER}`;
+    case 'timestamp':
+      // Exactly what the stores write (toISOString), so SQLite's text order is PostgreSQL's time order.
+      return typeof value === 'string' &&
+        ISO_MS.test(value) &&
+        !Number.isNaN(Date.parse(value)) &&
+        new Date(value).toISOString() === value
+        ? undefined
+        : 'must be a UTC timestamp as the store writes it (YYYY-MM-DDTHH:MM:SS.sssZ)';
+  }
+}
+
+/** Why `value` is not an id this store could have made; undefined when it is one. */
+export function idProblem(value: unknown): string | undefined {
+  return typeof value === 'string' && ID.test(value) ? undefined : `must match ${ID_PATTERN}`;
+}
+
+/**
+ * Free text the node writes itself (an error message from a task or a target check): U+0000,
+ * which PostgreSQL refuses, becomes U+FFFD, so the write succeeds on both backends.
+ */
+export function storableText(text: string): string;
+export function storableText(text: string | null): string | null;
+export function storableText(text: string | null): string | null {
+  return text?.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
+}
