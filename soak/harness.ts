@@ -249,8 +249,11 @@ export async function closedLoop(o: {
   headers?: Record<string, string>;
   /** Seen latencies in ms, when given. */
   latencies?: number[];
-  /** Called with each answer's status or transport error code (phase accounting). */
-  onAnswer?: (outcome: number | string) => void;
+  /**
+   * Called with each answer's status or transport error code, and when its request was sent
+   * (`performance.now()`), so phase accounting can judge a request by both ends (see {@link Phases}).
+   */
+  onAnswer?: (outcome: number | string, sentAt: number) => void;
 }): Promise<Tally> {
   const tally = new Tally();
   const dispatcher = new Agent({ connections: o.workers, pipelining: 1 });
@@ -268,11 +271,11 @@ export async function closedLoop(o: {
         });
         await res.body.dump();
         tally.status(res.statusCode);
-        o.onAnswer?.(res.statusCode);
+        o.onAnswer?.(res.statusCode, t0);
       } catch (err) {
         const code = (err as { code?: string }).code ?? (err as Error).name;
         tally.error(code);
-        o.onAnswer?.(code);
+        o.onAnswer?.(code, t0);
         // A refused connection is instant; do not spin.
         await sleep(20);
       }
@@ -282,6 +285,32 @@ export async function closedLoop(o: {
   await Promise.all(Array.from({ length: o.workers }, worker));
   await dispatcher.close();
   return tally;
+}
+
+/**
+ * The phases of a scenario on this process's monotonic clock. A request belongs to a phase only
+ * when it was both sent and answered within it; one sent before a switch and answered after it
+ * (sent while the database was away, answered once it was back) belongs to neither and is counted
+ * as `straddling`, so a check on a phase never judges a request that raced the switch.
+ */
+export class Phases<P extends string> {
+  readonly #starts: { phase: P; at: number }[];
+
+  constructor(first: P) {
+    this.#starts = [{ phase: first, at: Number.NEGATIVE_INFINITY }];
+  }
+
+  /** Switches to `phase` now; requests sent from here on belong to it. */
+  enter(phase: P): void {
+    this.#starts.push({ phase, at: performance.now() });
+  }
+
+  /** The phase a request sent at `sentAt` and answered now belongs to, or `straddling`. */
+  of(sentAt: number): P | 'straddling' {
+    let i = this.#starts.length - 1;
+    while (i > 0 && this.#starts[i]!.at > sentAt) i--;
+    return i === this.#starts.length - 1 ? this.#starts[i]!.phase : 'straddling';
+  }
 }
 
 export const percentile = (xs: number[], p: number) => {
