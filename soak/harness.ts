@@ -13,6 +13,7 @@ import { Agent, request } from 'undici';
 import { sha256Hex } from '../src/auth/index.ts';
 import { openPostgres, type Storage } from '../src/storage/index.ts';
 import { systemClock } from '../src/time/index.ts';
+import { START_LIMIT_MS } from '../test/helpers/cli.ts';
 import { dropSchema, PG_URL, testSchema } from '../test/helpers/postgres.ts';
 import { TcpProxy } from '../test/helpers/tcp-proxy.ts';
 
@@ -110,7 +111,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     let partial = '';
     let banner = '';
     const url = new Promise<string>((res, rej) => {
-      const timer = setTimeout(() => rej(new Error(`${id} did not start: ${banner}`)), 20_000);
+      const timer = setTimeout(() => rej(new Error(`${id} did not start: ${banner}`)), START_LIMIT_MS);
       child.stdout!.on('data', (d: Buffer) => {
         partial += d.toString('utf8');
         const lines = partial.split('\n');

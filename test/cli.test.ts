@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { CLI, runCli } from './helpers/cli.ts';
+import { CLI, runCli, START_LIMIT_MS } from './helpers/cli.ts';
 
 describe('sluice CLI', () => {
   let dir: string;
@@ -149,7 +149,7 @@ describe('sluice CLI', () => {
       out += d;
     });
     const url = await new Promise<string>((res, rej) => {
-      const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), 10_000);
+      const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), START_LIMIT_MS);
       child.stdout!.on('data', () => {
         const m = /listening on (http:\/\/\S+)/.exec(out);
         if (m) {

@@ -8,6 +8,7 @@ import { join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { openPostgres } from '../../src/storage/index.ts';
 import { systemClock } from '../../src/time/index.ts';
+import { START_LIMIT_MS } from '../helpers/cli.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
 
 /**
@@ -78,7 +79,7 @@ test('leader SIGKILLed every 10 s: prompt re-election, no overlapping leader run
     nodes.set(id, child);
     await new Promise<void>((res, rej) => {
       let out = '';
-      const timer = setTimeout(() => rej(new Error(`${id} did not start: ${out}`)), 15_000);
+      const timer = setTimeout(() => rej(new Error(`${id} did not start: ${out}`)), START_LIMIT_MS);
       child.stdout!.on('data', (d) => {
         out += d;
         if (out.includes('listening on')) {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
+import { START_LIMIT_MS } from '../helpers/cli.ts';
 import { startTestNode } from '../helpers/node.ts';
 import { dropSchema, PG_URL, pgAvailable, routingListeners, testSchema } from '../helpers/postgres.ts';
 import { TcpProxy } from '../helpers/tcp-proxy.ts';
@@ -203,7 +204,7 @@ describe('two node processes on one PostgreSQL', { skip }, () => {
         out += d;
       });
       const url = new Promise<string>((res, rej) => {
-        const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), 10_000);
+        const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), START_LIMIT_MS);
         child.stdout.on('data', () => {
           const m = /listening on (http:\/\/\S+)/.exec(out);
           if (m) {
