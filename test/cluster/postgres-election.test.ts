@@ -37,7 +37,8 @@ describe('leader election on PostgreSQL', { skip }, () => {
   });
 
   test('one leader among several; a graceful stop hands over at once with a new epoch', async () => {
-    const [a, b, c] = [elect(open(), 'a', 5000), elect(open(), 'b', 5000), elect(open(), 'c', 5000)];
+    const store = open();
+    const [a, b, c] = [elect(store, 'a', 5000), elect(open(), 'b', 5000), elect(open(), 'c', 5000)];
     await Promise.all([a.start(), b.start(), c.start()]);
     const leaders = [a, b, c].filter((e) => e.isLeader());
     assert.equal(leaders.length, 1);
@@ -46,9 +47,10 @@ describe('leader election on PostgreSQL', { skip }, () => {
     const leaderName = first === a ? 'a' : first === b ? 'b' : 'c';
     for (const e of [a, b, c]) assert.equal(e.leaderId(), leaderName, 'every node knows who leads');
     await first.stop();
-    // The lease TTL is 5 s: a takeover well before that can only come from the release.
-    const took = await until('a new leader', () => [a, b, c].some((e) => e !== first && e.isLeader()), 2000);
-    assert.ok(took < 2000);
+    // Read at once: a lease left to lapse would still be the old leader's for up to 5 s; a released
+    // one is free now (or already the next leader's), so the handover does not wait for the TTL.
+    assert.notEqual((await store.cluster.currentLease())?.holder, leaderName, 'the lease was released');
+    await until('a new leader', () => [a, b, c].some((e) => e !== first && e.isLeader()), 10_000);
     const next = [a, b, c].find((e) => e !== first && e.isLeader())!;
     assert.ok(next.epoch() > epoch, 'the epoch grows when leadership changes hands');
     for (const e of [a, b, c]) await e.stop();
@@ -72,7 +74,7 @@ describe('leader election on PostgreSQL', { skip }, () => {
     await paused.stop();
     const b = elect(open(), 'fb', 300, 50);
     await b.start();
-    await until('b to lead', () => b.isLeader(), 2000);
+    await until('b to lead', () => b.isLeader(), 10_000);
     assert.ok(b.epoch() > staleFence.epoch);
     assert.equal(
       await store.cluster.startRun(
@@ -118,8 +120,10 @@ describe('leader election on PostgreSQL', { skip }, () => {
       if (leader) tookOverAt = performance.now();
     });
     await proxy.down();
+    // isLeader() is arithmetic on the monotonic clock (no timer has to fire), so the limit holds
+    // by design: the lease is believed only until 720 ms after the last renewal began.
     await until('a to step down', () => !a.isLeader(), ttl + 500);
-    await until('b to take over', () => b.isLeader(), ttl + 1000);
+    await until('b to take over', () => b.isLeader(), 10_000);
     assert.ok(steppedDownAt > 0 && tookOverAt > 0);
     assert.ok(steppedDownAt <= tookOverAt, 'no moment with two leaders');
     await a.stop();
