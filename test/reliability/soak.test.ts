@@ -16,10 +16,15 @@ const SHORT: Record<string, { seconds: number; connections: number }> = {
   memory: { seconds: 4, connections: 0 },
 };
 
+/**
+ * Every check must hold, except the speed checks (see soak/harness.ts `Check`): this machine is
+ * shared and busy, so how fast it was is reported, and `npm run soak` judges it.
+ */
 function assertChecks(o: Outcome): void {
-  const failed = o.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.seen}`);
+  const judged = o.checks.filter((c) => !c.speed);
+  const failed = judged.filter((c) => !c.ok).map((c) => `${c.name}: ${c.seen}`);
   assert.deepEqual(failed, [], `${o.scenario} figures: ${JSON.stringify(o.figures)}`);
-  assert.ok(o.checks.length >= 3, 'a scenario without checks proves nothing');
+  assert.ok(judged.length >= 3, 'a scenario without checks proves nothing');
 }
 
 describe('reliability scenarios, short runs', { skip }, () => {
@@ -30,6 +35,8 @@ describe('reliability scenarios, short runs', { skip }, () => {
     test(name, { timeout: 120_000 }, async (t) => {
       const outcome = await SCENARIOS[name]!.run(opts);
       t.diagnostic(JSON.stringify(outcome.figures));
+      for (const c of outcome.checks.filter((x) => x.speed))
+        t.diagnostic(`speed, judged by npm run soak: ${c.ok ? 'within' : 'OVER'} "${c.name}": ${c.seen}`);
       assertChecks(outcome);
     });
   }
