@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { Outcome } from '../../soak/harness.ts';
+import { type Outcome, Phases } from '../../soak/harness.ts';
 import { SCENARIOS } from '../../soak/scenarios/index.ts';
 import { pgAvailable } from '../helpers/postgres.ts';
 
@@ -26,6 +26,16 @@ function assertChecks(o: Outcome): void {
   assert.deepEqual(failed, [], `${o.scenario} figures: ${JSON.stringify(o.figures)}`);
   assert.ok(judged.length >= 3, 'a scenario without checks proves nothing');
 }
+
+test('a request sent before a phase switch and answered after it is judged in neither phase', () => {
+  const phases = new Phases<'outage' | 'after'>('outage');
+  const sentDuringOutage = performance.now();
+  phases.enter('after');
+  assert.equal(phases.of(sentDuringOutage), 'straddling');
+  assert.equal(phases.of(performance.now()), 'after');
+  phases.enter('outage');
+  assert.equal(phases.of(performance.now()), 'outage');
+});
 
 describe('reliability scenarios, short runs', { skip }, () => {
   test('every soak scenario has a short run here', () => {
