@@ -46,7 +46,9 @@ for (const name of names) {
   outcomes.push(outcome);
   for (const [k, v] of Object.entries(outcome.figures)) process.stdout.write(`  ${k.padEnd(34)} ${v}\n`);
   for (const c of outcome.checks)
-    process.stdout.write(`  ${c.ok ? '✓' : '✗'} ${c.name}  ${c.ok ? '' : c.seen}\n`);
+    process.stdout.write(
+      `  ${c.ok ? '✓' : '✗'} ${c.name}${c.speed ? ' (speed)' : ''}  ${c.ok ? '' : c.seen}\n`,
+    );
   process.stdout.write(`  (${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
 }
 

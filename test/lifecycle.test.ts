@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { openSqlite } from '../src/storage/index.ts';
 import { systemClock } from '../src/time/index.ts';
-import { CLI, runCli } from './helpers/cli.ts';
+import { CLI, runCli, START_LIMIT_MS } from './helpers/cli.ts';
 
 /**
  * Starting and stopping (§1, §17) as a supervisor sees it: a real node process, real sockets, the
@@ -78,7 +78,7 @@ function launch(command: string, args: string[], opts: { detached?: boolean } = 
     }),
   );
   return new Promise((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), 15_000);
+    const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), START_LIMIT_MS);
     const look = () => {
       for (const line of out.split('\n')) {
         if (!line.includes('"sluice started"')) continue;

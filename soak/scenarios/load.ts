@@ -122,7 +122,18 @@ export async function load(o: { seconds: number; connections: number }): Promise
       );
     }
 
-    // Every error answer has its one api error line, each with its own request id.
+    // SIGTERM: both flush; the database holds exactly the redirects seen.
+    const exits = await Promise.all(c.nodes.map((n) => n.stop('SIGTERM')));
+    check(
+      out,
+      'both nodes exit 0 on SIGTERM',
+      exits.every((e) => e === 0),
+      exits,
+    );
+
+    // Every error answer has its one api error line, each with its own request id. Counted once the
+    // nodes have exited: a node writes its log asynchronously, so a line can reach us after the
+    // answer it belongs to; only a closed stdout says every line is in.
     const lines = apiErrorLines(c.nodes);
     const errorAnswers = notFound + acpTally.errorsAnswered;
     check(out, 'api error lines = error answers', lines.length === errorAnswers, {
@@ -132,15 +143,6 @@ export async function load(o: { seconds: number; connections: number }): Promise
     const ids = new Set(lines.map((l) => l.request_id));
     check(out, 'every api error line has its own request id', ids.size === lines.length, { ids: ids.size });
     out.figures['api error lines'] = lines.length;
-
-    // SIGTERM: both flush; the database holds exactly the redirects seen.
-    const exits = await Promise.all(c.nodes.map((n) => n.stop('SIGTERM')));
-    check(
-      out,
-      'both nodes exit 0 on SIGTERM',
-      exits.every((e) => e === 0),
-      exits,
-    );
     const persisted = await persistedHits(c.store, flowId);
     out.figures['hits persisted'] = persisted.hits;
     check(out, 'persisted hits = 302s seen', persisted.hits === redirects, { ...persisted, redirects });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { roleAllows, sha256Hex } from '../../src/auth/index.ts';
 import { ROLES, type Role } from '../../src/config/index.ts';
+import { ManualClock } from '../../src/time/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
 /**
@@ -110,8 +111,12 @@ describe('access control: every ACP route × every credential', () => {
 describe('failed-authentication limiting per client address', () => {
   let t: TestNode;
   let admin: string;
+  // The node's clock moves only when the test moves it: the window cannot run out while the test is
+  // still making its failures on a slow machine, and its end is reached without sleeping.
+  const clock = new ManualClock();
   before(async () => {
     t = await startTestNode({
+      clock,
       yaml: `acp:\n  auth_rate_limit:\n    max_failures: 3\n    window_ms: 1500\nobservability:\n  metrics:\n    prometheus_enabled: true\n    auth_token_sha256: ${sha256Hex(METRICS_TOKEN)}\n`,
     });
     admin = await t.token('admin');
@@ -130,7 +135,7 @@ describe('failed-authentication limiting per client address', () => {
     const limited = await t.acp('/acp/system/metrics', admin, {}, a);
     assert.equal(limited.status, 429);
     const retryAfter = Number(limited.headers.get('retry-after'));
-    assert.ok(retryAfter >= 1 && retryAfter <= 2, `Retry-After ${retryAfter}`);
+    assert.equal(retryAfter, 2, 'the 1.5 s window, in whole seconds rounded up');
     const body = (await limited.json()) as {
       error: { code: string; request_id: string; details: { retry_after_seconds: number } };
     };
@@ -143,7 +148,12 @@ describe('failed-authentication limiting per client address', () => {
     // Another address is not affected.
     assert.equal((await t.acp('/acp/system/metrics', admin, {}, from('198.51.100.8'))).status, 200);
 
-    await new Promise((r) => setTimeout(r, 1600));
+    clock.advance(1499);
+    const still = await t.acp('/acp/system/metrics', admin, {}, a);
+    assert.equal(still.status, 429, 'locked out until the window ends');
+    assert.equal(still.headers.get('retry-after'), '1');
+    await still.body?.cancel();
+    clock.advance(1);
     const again = await t.acp('/acp/system/metrics', admin, {}, a);
     assert.equal(again.status, 200);
     await again.json();

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { until } from '../helpers/until.ts';
 
 interface Procedures {
   task_p95_ms: number;
@@ -17,13 +18,12 @@ describe('ACP endpoints of the console: whoami and procedures', () => {
     t = await startTestNode({
       yaml: `app:\n  commit: feedbee\nacp:\n  task_p95_ms: 750\ncron:\n  tasks:\n    flaky:\n      kind: http.probe\n      schedule: '* * * * * *'\n      execution_scope: all\n      url: http://127.0.0.1:1/\n`,
     });
-    const deadline = Date.now() + 10_000;
-    while (
-      Date.now() < deadline &&
-      t.node.scheduler.list().find((x) => x.name === 'flaky')!.runtime.failures < 3
-    ) {
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    await until(
+      'the probe of a closed port to fail three times',
+      () => t.node.scheduler.list().find((x) => x.name === 'flaky')!.runtime.failures >= 3,
+      30_000,
+      100,
+    );
   });
   after(() => t.close());
 

@@ -82,6 +82,8 @@ describe('web console in a browser', { skip }, () => {
     // Overview: the node id of this very node, and the charts.
     assert.equal(await page.textContent('[data-testid=overview-node-id]'), t.node.serverId);
     assert.equal(await page.textContent('[data-testid=node-id]'), t.node.serverId);
+    // The charts are drawn by an effect after the render that shows the node id: wait for them.
+    await page.locator('.chart .uplot').nth(2).waitFor();
     assert.equal(await page.locator('.chart .uplot').count(), 3);
     // The cluster's nodes (contract §17): this single node, the leader, alive.
     const me = `section[aria-label="Cluster nodes"] tr:has(code:text-is("${t.node.serverId}"))`;

@@ -5,6 +5,13 @@ import { resolve } from 'node:path';
 export const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
 
 /**
+ * How long a `sluice start` process may take to say it is listening. Generous on purpose: on a busy
+ * machine, starting Node, loading the modules and migrating takes seconds, and how many is not what
+ * any test judges; the limit only turns a node that never starts into a failure instead of a hang.
+ */
+export const START_LIMIT_MS = 60_000;
+
+/**
  * Runs `sluice <args>` to its exit with only PATH and the given variables in its environment,
  * and collects what it printed.
  */
@@ -59,7 +66,7 @@ export function startCli(
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       failed(new Error(`sluice start did not log "sluice started": ${out}`));
-    }, opts.timeoutMs ?? 15_000);
+    }, opts.timeoutMs ?? START_LIMIT_MS);
     let scanned = 0;
     child.stdout!.on('data', (d) => {
       out += d;

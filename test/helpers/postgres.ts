@@ -45,3 +45,22 @@ export async function dropSchema(schema: string): Promise<void> {
     await client.end();
   }
 }
+
+/**
+ * How many sessions have subscribed to a schema's routing channel (a node opens its LISTEN
+ * connection in the background while it starts): a test that judges a cross-node notification
+ * waits for the subscriptions first, or a NOTIFY sent before them would simply be missed.
+ */
+export async function routingListeners(schema: string): Promise<number> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    const { rows } = await client.query(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE query = $1 AND state = 'idle'",
+      [`LISTEN sluice_routing_${schema}`],
+    );
+    return rows[0].n as number;
+  } finally {
+    await client.end();
+  }
+}

@@ -10,7 +10,7 @@ import {
   parseRetryAfter,
 } from '../../src/http-client/index.ts';
 import { createLogger, runWithContext, Telemetry } from '../../src/telemetry/index.ts';
-import { systemClock } from '../../src/time/index.ts';
+import { ManualClock, systemClock } from '../../src/time/index.ts';
 import { LogCapture, startTestNode } from '../helpers/node.ts';
 
 type Route = (req: IncomingMessage, res: ServerResponse, body: string) => void;
@@ -204,9 +204,20 @@ describe('instrumented HTTP client against real local servers', () => {
   });
 
   test('bucket counts are exact for controlled delays, and the exposition agrees with the JSON', async () => {
-    const { client, telemetry } = makeClient({}, [50, 250, 1000]);
-    for (const ms of [0, 120, 500]) await client.request({ url: `${up.url}/slow?ms=${ms}` });
+    // The client's clock moves only when the upstream says how long it took: a real delay would be
+    // that delay plus however slow the machine is at the moment, and could land in the next bucket.
+    const clock = new ManualClock();
+    const timed = await upstream({
+      '/took': (req, res) => {
+        clock.advance(Number(new URL(req.url!, 'http://x').searchParams.get('ms')));
+        res.writeHead(200).end('done');
+      },
+    });
+    const { client, telemetry } = makeClient({ clock }, [50, 250, 1000]);
+    for (const ms of [0, 120, 500]) await client.request({ url: `${timed.url}/took?ms=${ms}` });
+    await new Promise<void>((r) => timed.server.close(() => r()));
     const h = telemetry.httpSection();
+    assert.equal(h.duration_ms_sum, 620);
     assert.deepEqual(h.buckets, { '50': 1, '250': 2, '1000': 3, '+Inf': 3 });
     const { body } = await telemetry.exposition('text');
     const sample = (name: string) =>

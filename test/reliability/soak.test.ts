@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { Outcome } from '../../soak/harness.ts';
+import { type Outcome, Phases } from '../../soak/harness.ts';
 import { SCENARIOS } from '../../soak/scenarios/index.ts';
 import { pgAvailable } from '../helpers/postgres.ts';
 
@@ -16,11 +16,26 @@ const SHORT: Record<string, { seconds: number; connections: number }> = {
   memory: { seconds: 4, connections: 0 },
 };
 
+/**
+ * Every check must hold, except the speed checks (see soak/harness.ts `Check`): this machine is
+ * shared and busy, so how fast it was is reported, and `npm run soak` judges it.
+ */
 function assertChecks(o: Outcome): void {
-  const failed = o.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.seen}`);
+  const judged = o.checks.filter((c) => !c.speed);
+  const failed = judged.filter((c) => !c.ok).map((c) => `${c.name}: ${c.seen}`);
   assert.deepEqual(failed, [], `${o.scenario} figures: ${JSON.stringify(o.figures)}`);
-  assert.ok(o.checks.length >= 3, 'a scenario without checks proves nothing');
+  assert.ok(judged.length >= 3, 'a scenario without checks proves nothing');
 }
+
+test('a request sent before a phase switch and answered after it is judged in neither phase', () => {
+  const phases = new Phases<'outage' | 'after'>('outage');
+  const sentDuringOutage = performance.now();
+  phases.enter('after');
+  assert.equal(phases.of(sentDuringOutage), 'straddling');
+  assert.equal(phases.of(performance.now()), 'after');
+  phases.enter('outage');
+  assert.equal(phases.of(performance.now()), 'outage');
+});
 
 describe('reliability scenarios, short runs', { skip }, () => {
   test('every soak scenario has a short run here', () => {
@@ -30,6 +45,8 @@ describe('reliability scenarios, short runs', { skip }, () => {
     test(name, { timeout: 120_000 }, async (t) => {
       const outcome = await SCENARIOS[name]!.run(opts);
       t.diagnostic(JSON.stringify(outcome.figures));
+      for (const c of outcome.checks.filter((x) => x.speed))
+        t.diagnostic(`speed, judged by npm run soak: ${c.ok ? 'within' : 'OVER'} "${c.name}": ${c.seen}`);
       assertChecks(outcome);
     });
   }

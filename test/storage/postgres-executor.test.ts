@@ -32,18 +32,34 @@ describe('PostgreSQL executor when the connection dies', { skip }, () => {
 
   test('a connection lost between two statements of a transaction fails the transaction, not the process', async () => {
     const uncaught: unknown[] = [];
-    const onUncaught = (err: unknown) => uncaught.push(err);
+    let crashed!: () => void;
+    const crash = new Promise<void>((r) => {
+      crashed = r;
+    });
+    const onUncaught = (err: unknown) => {
+      uncaught.push(err);
+      crashed();
+    };
     process.on('uncaughtException', onUncaught);
+    // The transaction's client (a fresh connection of the pool), to see when it notices the loss.
+    let client: pg.PoolClient | undefined;
+    const onConnect = (c: pg.PoolClient) => {
+      client = c;
+    };
+    pool.on('connect', onConnect);
     try {
       const tx = exec.transaction(async (t) => {
         await t.all('SELECT 1 AS one', []);
-        // The database goes away while the transaction's client sits idle between statements.
+        // The database goes away while the transaction's client sits idle between statements, and
+        // the client notices (it emits 'error', then 'end') before the next statement is sent — or,
+        // with nobody listening for that 'error', the process would crash right there.
+        const ended = new Promise<void>((r) => client!.once('end', () => r()));
         await proxy.down();
-        await new Promise((r) => setTimeout(r, 100));
+        await Promise.race([ended, crash]);
         await t.all('SELECT 2 AS two', []);
       });
       await assert.rejects(tx, (err: unknown) => err instanceof ApiError && err.code === 'db.unavailable');
-      await new Promise((r) => setTimeout(r, 50));
+      // The 'error' event went off before the second statement: an unhandled one would be here now.
       assert.deepEqual(uncaught, []);
 
       // The broken client was discarded: once the database is back, the pool works again.
@@ -51,6 +67,7 @@ describe('PostgreSQL executor when the connection dies', { skip }, () => {
       const rows = await exec.all<{ n: number }>('SELECT 3 AS n', []);
       assert.equal(Number(rows[0]!.n), 3);
     } finally {
+      pool.off('connect', onConnect);
       process.off('uncaughtException', onUncaught);
     }
   });

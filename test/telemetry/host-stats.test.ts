@@ -11,7 +11,10 @@ test('event-loop delay is the lag beyond the sampling resolution: ~0 idle, the b
   try {
     await sleep(650);
     const idle = host.snapshot().event_loop;
-    assert.ok(idle.delay_p99_ms < 5, `idle p99 ${idle.delay_p99_ms} ms`);
+    // The median, not the tail: an idle loop's samples sit at the 10 ms resolution, so without the
+    // subtraction the median would read ~10; the p99 of ~30 samples is their slowest one, which is
+    // however long another process on a busy machine held the CPU — not this code's doing.
+    assert.ok(idle.delay_p50_ms < 5, `idle p50 ${idle.delay_p50_ms} ms`);
     const until = performance.now() + 80;
     while (performance.now() < until) {
       // block the loop for 80 ms
