@@ -21,10 +21,10 @@ export interface BatchStatementSpec {
 /**
  * A statement applied to every row of a batch (`SqlExecutor.batch`) in a number of round trips
  * that does not depend on the number of rows: PostgreSQL gets one statement whose parameters are
- * one array per column, read back as rows by `unnest` (a row a round trip cost ~0.25 ms each, see
+ * one array per column, read back as rows by `unnest` (a round trip a row cost 0.2–0.5 ms, see
  * docs/PERFORMANCE.md); SQLite, in-process, runs one prepared statement per row, where the cost is
  * per row rather than per trip. Both texts are written out because the fastest form differs:
- * `UPDATE ... FROM` a one-row subquery is twice as slow on SQLite as `UPDATE ... WHERE id = ?`.
+ * `UPDATE ... FROM` a one-row subquery is 1.3–2× slower on SQLite than `UPDATE ... WHERE id = ?`.
  *
  * Statements are built once, at module load, and reused; the executors cache by text.
  */

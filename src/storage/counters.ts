@@ -3,10 +3,12 @@ import type { SqlExecutor } from './sql.ts';
 import type { CounterBatch } from './types.ts';
 
 // The latest timestamp wins: an older batch (a slow node's) never moves `last_*_at` back.
-// On PostgreSQL the rows are locked in id order first (the sorted, locking subquery), whatever
-// plan the update gets: a hash join would otherwise visit them in the table's physical order, and
-// two nodes flushing overlapping batches in different orders could deadlock. Ids that match no
-// row (a stream or flow deleted since it was counted) simply join nothing.
+// On PostgreSQL the rows are locked in id order first (the sorted subquery), whatever plan the
+// update gets: its join would otherwise visit them in the order of whichever side the planner
+// reads first, the table's physical order included, and two nodes flushing overlapping batches
+// in different orders could deadlock. The lock is FOR NO KEY UPDATE, the one the UPDATE takes
+// anyway, so foreign-key checks (a stream created in a counted flow) do not wait for the flush.
+// Ids that match no row (a stream or flow deleted since it was counted) simply join nothing.
 
 const STREAM_HITS = new BatchStatement({
   columns: ['text', 'bigint', 'timestamptz'],
@@ -16,7 +18,7 @@ const STREAM_HITS = new BatchStatement({
   postgres: `UPDATE streams AS t SET hits = t.hits + v.hits,
       last_hit_at = CASE WHEN t.last_hit_at IS NULL OR t.last_hit_at < v.at THEN v.at ELSE t.last_hit_at END
     FROM (SELECT r.id, r.hits, r.at FROM {rows} AS r (id, hits, at)
-          JOIN streams AS s ON s.id = r.id ORDER BY s.id FOR UPDATE OF s) AS v
+          JOIN streams AS s ON s.id = r.id ORDER BY s.id FOR NO KEY UPDATE OF s) AS v
     WHERE t.id = v.id`,
 });
 
@@ -28,7 +30,7 @@ const FLOW_CLICKS = new BatchStatement({
   postgres: `UPDATE traffic_flows AS t SET clicks = t.clicks + v.clicks, no_match = t.no_match + v.no_match,
       last_click_at = CASE WHEN t.last_click_at IS NULL OR t.last_click_at < v.at THEN v.at ELSE t.last_click_at END
     FROM (SELECT r.id, r.clicks, r.no_match, r.at FROM {rows} AS r (id, clicks, no_match, at)
-          JOIN traffic_flows AS f ON f.id = r.id ORDER BY f.id FOR UPDATE OF f) AS v
+          JOIN traffic_flows AS f ON f.id = r.id ORDER BY f.id FOR NO KEY UPDATE OF f) AS v
     WHERE t.id = v.id`,
 });
 
