@@ -18,6 +18,7 @@ const BENCHES: [string, string[]][] = [
   ['routing/memory.ts', ['--expose-gc', '--max-semi-space-size=16']],
   ['http-client/overhead.bench.ts', []],
   ['cron/scheduler-overhead.bench.ts', []],
+  ['storage/counter-flush.bench.ts', []],
 ];
 
 for (const [file, flags] of BENCHES) {

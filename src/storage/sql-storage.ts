@@ -1,5 +1,6 @@
 import type { Clock } from '../time/index.ts';
 import { ClusterStore } from './cluster-store.ts';
+import { addCounters } from './counters.ts';
 import { MIGRATIONS } from './migrations.ts';
 import type { QueryStats } from './query-stats.ts';
 import { SqlFlows, SqlOperators, SqlStreams } from './repositories.ts';
@@ -78,30 +79,8 @@ export class SqlStorage implements Storage {
     await this.#b.exec.all('SELECT 1 AS ok');
   }
 
-  async addCounters(batch: CounterBatch): Promise<void> {
-    if (batch.streams.length === 0 && batch.flows.length === 0) return;
-    const ts = this.#b.exec.dialect === 'postgres' ? 'CAST(? AS TIMESTAMPTZ)' : '?';
-    // Rows in id order, so concurrent flushes from several nodes lock them in the same order.
-    const streams = [...batch.streams].sort((a, b) => (a.id < b.id ? -1 : 1));
-    const flows = [...batch.flows].sort((a, b) => (a.id < b.id ? -1 : 1));
-    await this.#b.exec.transaction(async (tx) => {
-      for (const s of streams) {
-        await tx.run(
-          `UPDATE streams SET hits = hits + ?,
-             last_hit_at = CASE WHEN last_hit_at IS NULL OR last_hit_at < ${ts} THEN ${ts} ELSE last_hit_at END
-           WHERE id = ?`,
-          [s.hits, s.last_hit_at, s.last_hit_at, s.id],
-        );
-      }
-      for (const f of flows) {
-        await tx.run(
-          `UPDATE traffic_flows SET clicks = clicks + ?, no_match = no_match + ?,
-             last_click_at = CASE WHEN last_click_at IS NULL OR last_click_at < ${ts} THEN ${ts} ELSE last_click_at END
-           WHERE id = ?`,
-          [f.clicks, f.no_match, f.last_click_at, f.last_click_at, f.id],
-        );
-      }
-    });
+  addCounters(batch: CounterBatch): Promise<void> {
+    return addCounters(this.#b.exec, batch);
   }
 
   async aggregates(): Promise<Aggregates> {

@@ -1,7 +1,10 @@
+import type { BatchRow, BatchStatement } from './batch.ts';
+
 /**
  * The narrow SQL surface the repositories are written against, once, for both backends.
  * Statements use `?` placeholders (the PostgreSQL executor numbers them) and only SQL that both
- * SQLite 3.35+ and PostgreSQL 13+ accept; the few dialect differences live in the migrations.
+ * SQLite 3.35+ and PostgreSQL 13+ accept; the few dialect differences live in the migrations and
+ * in batch statements, which carry the text of each backend.
  */
 export type Dialect = 'sqlite' | 'postgres';
 export type Row = Record<string, unknown>;
@@ -12,6 +15,12 @@ export interface SqlExecutor {
   all<T = Row>(sql: string, params?: readonly unknown[]): Promise<T[]>;
   /** Affected row count of a statement. */
   run(sql: string, params?: readonly unknown[]): Promise<number>;
+  /**
+   * Applies `stmt` to every row, all or nothing, in one round trip whatever the number of rows;
+   * counted as one query in the stats on both backends. No rows: nothing is sent. Returns the
+   * number of rows the statement affected (rows matching nothing are no error).
+   */
+  batch(stmt: BatchStatement, rows: readonly BatchRow[]): Promise<number>;
   /** Runs a parameterless multi-statement script (migrations). */
   script(sql: string): Promise<void>;
   /** Runs `fn` in one transaction: all of it commits or none of it does. */

@@ -1,5 +1,6 @@
 import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
 import { ApiError } from '../errors/index.ts';
+import type { BatchRow, BatchStatement } from './batch.ts';
 import type { QueryStats } from './query-stats.ts';
 import type { Row, SqlExecutor } from './sql.ts';
 
@@ -38,6 +39,12 @@ export class SqliteExecutor implements SqlExecutor {
   async run(sql: string, params: readonly unknown[] = []): Promise<number> {
     while (this.#gate) await this.#gate;
     return this.exec(sql, params, false) as number;
+  }
+
+  /** In a transaction of its own, so that a batch is all or nothing as on PostgreSQL. */
+  async batch(stmt: BatchStatement, rows: readonly BatchRow[]): Promise<number> {
+    if (rows.length === 0) return 0;
+    return this.transaction(async () => this.execBatch(stmt.sqlite, rows));
   }
 
   async script(sql: string): Promise<void> {
@@ -82,24 +89,51 @@ export class SqliteExecutor implements SqlExecutor {
   exec(sql: string, params: readonly unknown[], rows: boolean): Row[] | number {
     const start = this.#stats.clock.monotonic();
     try {
-      let stmt = this.#statements.get(sql);
-      if (stmt === undefined) {
-        stmt = this.#db.prepare(sql);
-        this.#statements.set(sql, stmt);
-      }
+      const stmt = this.#prepared(sql);
       const args = params.map(toParam);
       const out = rows ? (stmt.all(...args) as Row[]) : Number(stmt.run(...args).changes);
       this.#stats.ok(start);
       return out;
     } catch (err) {
-      const code = (err as { errcode?: number }).errcode;
-      const primary = code === undefined ? undefined : code & 0xff;
-      const unavailable = primary !== undefined ? UNAVAILABLE.has(primary) : !this.#db.isOpen;
-      this.#stats.failed(start, err, unavailable);
-      if (primary === CONSTRAINT) throw new ApiError('resource.conflict', undefined, { cause: err });
-      if (unavailable) throw new ApiError('db.unavailable', undefined, { cause: err });
-      throw err;
+      return this.#failed(start, err);
     }
+  }
+
+  /**
+   * Runs one prepared statement per row, timed as one query (it is one batch statement; counting
+   * each row would make the `db` section's figures depend on batch sizes). The caller holds the
+   * transaction.
+   */
+  execBatch(sql: string, rows: readonly BatchRow[]): number {
+    const start = this.#stats.clock.monotonic();
+    try {
+      const stmt = this.#prepared(sql);
+      let changes = 0;
+      for (const row of rows) changes += Number(stmt.run(...row.map(toParam)).changes);
+      this.#stats.ok(start);
+      return changes;
+    } catch (err) {
+      return this.#failed(start, err);
+    }
+  }
+
+  #prepared(sql: string): StatementSync {
+    let stmt = this.#statements.get(sql);
+    if (stmt === undefined) {
+      stmt = this.#db.prepare(sql);
+      this.#statements.set(sql, stmt);
+    }
+    return stmt;
+  }
+
+  #failed(start: number, err: unknown): never {
+    const code = (err as { errcode?: number }).errcode;
+    const primary = code === undefined ? undefined : code & 0xff;
+    const unavailable = primary !== undefined ? UNAVAILABLE.has(primary) : !this.#db.isOpen;
+    this.#stats.failed(start, err, unavailable);
+    if (primary === CONSTRAINT) throw new ApiError('resource.conflict', undefined, { cause: err });
+    if (unavailable) throw new ApiError('db.unavailable', undefined, { cause: err });
+    throw err;
   }
 }
 
@@ -115,6 +149,9 @@ class SqliteTransaction implements SqlExecutor {
   }
   async run(sql: string, params: readonly unknown[] = []): Promise<number> {
     return this.#outer.exec(sql, params, false) as number;
+  }
+  async batch(stmt: BatchStatement, rows: readonly BatchRow[]): Promise<number> {
+    return rows.length === 0 ? 0 : this.#outer.execBatch(stmt.sqlite, rows);
   }
   async script(sql: string): Promise<void> {
     this.#outer.execScript(sql);

@@ -185,6 +185,10 @@ export interface Storage {
   migrate(): Promise<void>;
   /** Resolves when the database answers a trivial query. */
   ping(): Promise<void>;
+  /**
+   * Adds counter deltas atomically in a fixed number of round trips whatever the batch's size;
+   * ids of streams or flows deleted meanwhile are dropped, never an error.
+   */
   addCounters(batch: CounterBatch): Promise<void>;
   aggregates(): Promise<Aggregates>;
   /** Announces that a flow's routing data changed, to every node sharing the database. */

@@ -1,7 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import pg from 'pg';
 import { openPostgres, openSqlite, type Storage } from '../../src/storage/index.ts';
+import { PostgresExecutor } from '../../src/storage/postgres-executor.ts';
+import { QueryStats } from '../../src/storage/query-stats.ts';
+import type { SqlExecutor } from '../../src/storage/sql.ts';
+import { SqliteExecutor } from '../../src/storage/sqlite-executor.ts';
 import { type Clock, systemClock } from '../../src/time/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
@@ -11,9 +17,20 @@ export interface BackendCase {
   name: 'sqlite' | 'postgres';
   /** Resolves false when the backend cannot run here (PostgreSQL outside CI). */
   available(): Promise<boolean>;
-  open(clock?: Clock): Promise<{ storage: Storage; cleanup(): Promise<void>; reopen(): Storage }>;
+  open(clock?: Clock): Promise<Opened>;
   /** A whole node on this backend (its own SQLite file, or its own PostgreSQL schema). */
   startNode(opts?: Parameters<typeof startTestNode>[0]): Promise<TestNode>;
+}
+
+export interface Opened {
+  storage: Storage;
+  cleanup(): Promise<void>;
+  reopen(): Storage;
+  /**
+   * A connection of its own to the same database, for what the Storage interface does not offer
+   * (bulk seeding, a trigger that refuses a write); opened on first use, closed by cleanup.
+   */
+  sql(): SqlExecutor;
 }
 
 export const BACKENDS: BackendCase[] = [
@@ -25,11 +42,22 @@ export const BACKENDS: BackendCase[] = [
       const path = join(dir, 'store.db');
       const storage = openSqlite(path, clock);
       await storage.migrate();
+      let raw: DatabaseSync | undefined;
+      let exec: SqlExecutor | undefined;
       return {
         storage,
         reopen: () => openSqlite(path, clock),
+        sql: () => {
+          if (exec === undefined) {
+            raw = new DatabaseSync(path);
+            raw.exec('PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;');
+            exec = new SqliteExecutor(raw, new QueryStats(clock));
+          }
+          return exec;
+        },
         cleanup: async () => {
           await storage.close();
+          raw?.close();
           rmSync(dir, { recursive: true, force: true });
         },
       };
@@ -44,11 +72,21 @@ export const BACKENDS: BackendCase[] = [
       const make = () => openPostgres({ url: PG_URL, poolMax: 5, schema, clock });
       const storage = make();
       await storage.migrate();
+      let pool: pg.Pool | undefined;
+      let exec: SqlExecutor | undefined;
       return {
         storage,
         reopen: make,
+        sql: () => {
+          if (exec === undefined) {
+            pool = new pg.Pool({ connectionString: PG_URL, max: 2, options: `-c search_path=${schema}` });
+            exec = new PostgresExecutor(pool, new QueryStats(clock));
+          }
+          return exec;
+        },
         cleanup: async () => {
           await storage.close();
+          await pool?.end();
           await dropSchema(schema);
         },
       };

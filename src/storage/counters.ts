@@ -1,0 +1,68 @@
+import { BatchStatement } from './batch.ts';
+import type { SqlExecutor } from './sql.ts';
+import type { CounterBatch } from './types.ts';
+
+// The latest timestamp wins: an older batch (a slow node's) never moves `last_*_at` back.
+// On PostgreSQL the rows are locked in id order first (the sorted subquery), whatever plan the
+// update gets: its join would otherwise visit them in the order of whichever side the planner
+// reads first, the table's physical order included, and two nodes flushing overlapping batches
+// in different orders could deadlock. The lock is FOR NO KEY UPDATE, the one the UPDATE takes
+// anyway, so foreign-key checks (a stream created in a counted flow) do not wait for the flush.
+// Ids that match no row (a stream or flow deleted since it was counted) simply join nothing.
+
+const STREAM_HITS = new BatchStatement({
+  columns: ['text', 'bigint', 'timestamptz'],
+  sqlite: `UPDATE streams SET hits = hits + ?2,
+      last_hit_at = CASE WHEN last_hit_at IS NULL OR last_hit_at < ?3 THEN ?3 ELSE last_hit_at END
+    WHERE id = ?1`,
+  postgres: `UPDATE streams AS t SET hits = t.hits + v.hits,
+      last_hit_at = CASE WHEN t.last_hit_at IS NULL OR t.last_hit_at < v.at THEN v.at ELSE t.last_hit_at END
+    FROM (SELECT r.id, r.hits, r.at FROM {rows} AS r (id, hits, at)
+          JOIN streams AS s ON s.id = r.id ORDER BY s.id FOR NO KEY UPDATE OF s) AS v
+    WHERE t.id = v.id`,
+});
+
+const FLOW_CLICKS = new BatchStatement({
+  columns: ['text', 'bigint', 'bigint', 'timestamptz'],
+  sqlite: `UPDATE traffic_flows SET clicks = clicks + ?2, no_match = no_match + ?3,
+      last_click_at = CASE WHEN last_click_at IS NULL OR last_click_at < ?4 THEN ?4 ELSE last_click_at END
+    WHERE id = ?1`,
+  postgres: `UPDATE traffic_flows AS t SET clicks = t.clicks + v.clicks, no_match = t.no_match + v.no_match,
+      last_click_at = CASE WHEN t.last_click_at IS NULL OR t.last_click_at < v.at THEN v.at ELSE t.last_click_at END
+    FROM (SELECT r.id, r.clicks, r.no_match, r.at FROM {rows} AS r (id, clicks, no_match, at)
+          JOIN traffic_flows AS f ON f.id = r.id ORDER BY f.id FOR NO KEY UPDATE OF f) AS v
+    WHERE t.id = v.id`,
+});
+
+/**
+ * Adds a batch of counter deltas in one transaction of at most two batch statements (streams,
+ * then flows), so a flush is four round trips on PostgreSQL whatever its size, and all of it or
+ * none of it is written. An id given twice is added twice, as two separate batches would be:
+ * the rows are merged first, since one `UPDATE ... FROM` applies only one of several matches.
+ */
+export async function addCounters(exec: SqlExecutor, batch: CounterBatch): Promise<void> {
+  const streams = new Map<string, [id: string, hits: number, at: string]>();
+  for (const s of batch.streams) {
+    const row = streams.get(s.id);
+    if (row === undefined) streams.set(s.id, [s.id, s.hits, s.last_hit_at]);
+    else {
+      row[1] += s.hits;
+      if (s.last_hit_at > row[2]) row[2] = s.last_hit_at;
+    }
+  }
+  const flows = new Map<string, [id: string, clicks: number, noMatch: number, at: string]>();
+  for (const f of batch.flows) {
+    const row = flows.get(f.id);
+    if (row === undefined) flows.set(f.id, [f.id, f.clicks, f.no_match, f.last_click_at]);
+    else {
+      row[1] += f.clicks;
+      row[2] += f.no_match;
+      if (f.last_click_at > row[3]) row[3] = f.last_click_at;
+    }
+  }
+  if (streams.size === 0 && flows.size === 0) return;
+  await exec.transaction(async (tx) => {
+    await tx.batch(STREAM_HITS, [...streams.values()]);
+    await tx.batch(FLOW_CLICKS, [...flows.values()]);
+  });
+}
