@@ -36,7 +36,7 @@ const FLOW_CLICKS = new BatchStatement({
 
 /**
  * Adds a batch of counter deltas in one transaction of at most two batch statements (streams,
- * then flows), so a flush is four round trips on PostgreSQL whatever its size, and all of it or
+ * then flows), so a flush is at most four round trips on PostgreSQL whatever its size, and all of it or
  * none of it is written. An id given twice is added twice, as two separate batches would be:
  * the rows are merged first, since one `UPDATE ... FROM` applies only one of several matches.
  */
