@@ -411,36 +411,64 @@ export interface RoundOptions {
   window: LoadLength;
   warmup?: LoadLength;
   connections: number;
+  /**
+   * The entry every other one is compared with. When given, it is measured right next to each of
+   * them in every round (before in one round, after in the next), and each measurement is paired
+   * with that neighbour: on a shared machine whose other load changes within seconds, a pair taken
+   * a second apart compares like with like far better than entries ten windows apart.
+   */
+  base?: Entry;
   /** Called after each measurement (progress lines). */
   onMeasure?: (round: number, entry: Entry, m: Measurement) => void;
 }
 
+export interface Rounds {
+  /** Each entry's measurements, one per round (the base's: one per pair, in order). */
+  of: Map<Entry, Measurement[]>;
+  /** The base's measurement paired with each of an entry's, by round (when there is a base). */
+  baseOf: Map<Entry, Measurement[]>;
+}
+
 /**
- * Each entry loaded for the warm-up (not counted), then measured once per round, in the
- * order A B C … in even rounds and … C B A in odd ones, so slow drift of the machine's other load
- * falls on all alike. Returns each entry's measurements by round.
+ * Each entry loaded for the warm-up (not counted), then measured once per round, in the order
+ * A B C … in even rounds and … C B A in odd ones, so slow drift of the machine's other load falls
+ * on all alike; with a base, as pairs (base A, B base, base C, … then reversed).
  */
-export async function interleave(
-  entries: Entry[],
-  client: LoadClient,
-  opts: RoundOptions,
-): Promise<Map<Entry, Measurement[]>> {
+export async function interleave(entries: Entry[], client: LoadClient, opts: RoundOptions): Promise<Rounds> {
   const spec = (e: Entry, length: LoadLength): Load => ({
     mix: e.mix,
     connections: opts.connections,
     ...length,
   });
+  const { base } = opts;
   if (opts.warmup !== undefined)
     for (const e of entries) await measure(e.server, client, spec(e, opts.warmup));
-  const out = new Map<Entry, Measurement[]>(entries.map((e) => [e, []]));
+  const of = new Map<Entry, Measurement[]>(entries.map((e) => [e, []]));
+  const baseOf = new Map<Entry, Measurement[]>(entries.map((e) => [e, []]));
+  const take = async (round: number, e: Entry) => {
+    const m = await measure(e.server, client, spec(e, opts.window));
+    of.get(e)!.push(m);
+    opts.onMeasure?.(round, e, m);
+    return m;
+  };
+  const others = entries.filter((e) => e !== base);
   for (let round = 0; round < opts.rounds; round++) {
-    for (const e of round % 2 === 0 ? entries : [...entries].reverse()) {
-      const m = await measure(e.server, client, spec(e, opts.window));
-      out.get(e)![round] = m;
-      opts.onMeasure?.(round, e, m);
+    const order = round % 2 === 0 ? others : [...others].reverse();
+    for (const [i, e] of order.entries()) {
+      if (base === undefined) {
+        await take(round, e);
+      } else if ((round + i) % 2 === 0) {
+        const b = await take(round, base);
+        await take(round, e);
+        baseOf.get(e)!.push(b);
+      } else {
+        await take(round, e);
+        baseOf.get(e)!.push(await take(round, base));
+      }
     }
   }
-  return out;
+  if (base !== undefined) baseOf.set(base, of.get(base)!);
+  return { of, baseOf };
 }
 
 export const median = (xs: readonly number[]) => {
@@ -450,7 +478,7 @@ export const median = (xs: readonly number[]) => {
   return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
 };
 
-/** The median over rounds of a/b taken within each round (both measured minutes apart at most). */
+/** The median of a[i]/b[i]: ratios taken pair by pair (or round by round), never of two medians. */
 export const roundRatio = (
   a: readonly Measurement[],
   b: readonly Measurement[],

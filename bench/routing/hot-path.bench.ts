@@ -2,15 +2,16 @@
  * `GET /go/:slug` on real Sluice nodes, one per scenario, against fixed-302 peers (bare
  * `node:http`, bare fastify, nginx `return 302` where installed), all measured in the same run.
  * Every server runs in its own process and the load generator in another; the headline is each
- * server's own CPU µs per request, with req/s beside it, medians over interleaved rounds, and
- * Sluice's ratio to bare fastify taken round by round.
+ * server's own CPU µs per request, with req/s beside it, medians over interleaved rounds. Bare
+ * fastify is the base: every other server's window is paired with a fastify window right next to
+ * it, and the ratios are medians of those pairs.
  *
- *   node bench/routing/hot-path.bench.ts [--rounds 5] [--seconds 2] [--warmup 2] [--connections 50]
+ *   node bench/routing/hot-path.bench.ts [--rounds 5] [--seconds 1] [--warmup 1] [--connections 50]
  *        [--client auto|wrk|autocannon] [--only light,mixed]
  *
  * `--client auto` (the default) uses wrk when installed (Debian: `apt-get install -y wrk`): it
  * spends a fraction of autocannon's CPU per request, so more of the two cores is left to the
- * servers. About two and a half minutes with the defaults.
+ * servers. About two minutes with the defaults; `--rounds 11 --seconds 2` for a steadier figure.
  */
 import { parseArgs } from 'node:util';
 import {
@@ -28,9 +29,11 @@ import { requestMix, type SluiceScenario } from '../http/scenarios.ts';
 
 const { values } = parseArgs({
   options: {
+    // Short windows: on shared cores the other load comes and goes within seconds; each Sluice
+    // window is paired with a bare fastify one right next to it.
     rounds: { type: 'string', default: '5' },
-    seconds: { type: 'string', default: '2' },
-    warmup: { type: 'string', default: '2' },
+    seconds: { type: 'string', default: '1' },
+    warmup: { type: 'string', default: '1' },
     connections: { type: 'string', default: '50' },
     client: { type: 'string', default: 'auto' },
     only: { type: 'string' },
@@ -101,10 +104,12 @@ const entries: Entry[] = [
   ...scenarios.map(([, , scenario], i) => ({ server: sluice[i]!, mix: requestMix(scenario) })),
 ];
 
-let results: Map<Entry, import('../http/load.ts').Measurement[]>;
+const base = entries[1]!;
+let results: Awaited<ReturnType<typeof interleave>>;
 try {
   results = await interleave(entries, client, {
     ...opts,
+    base,
     onMeasure: (round, e, m) =>
       process.stderr.write(
         `  round ${round + 1} ${e.server.name.padEnd(20)} ${m.cpuUsPerReq.toFixed(1).padStart(6)} µs/req ${m.rps.toFixed(0).padStart(6)} req/s\n`,
@@ -115,7 +120,7 @@ try {
   await Promise.all(servers.map((s) => s.stop()));
 }
 
-const base = results.get(entries[1]!)!;
+console.log(`after: ${machine()}`);
 const notFounds = new Set(sluice.filter((_, i) => scenarios[i]![2].unknown !== undefined));
 const about = new Map(scenarios.map(([name, what]) => [`Sluice ${name}`, what]));
 console.log(`after: ${machine()}`);
@@ -124,13 +129,14 @@ console.log(
 );
 console.log('|---|---|---:|---:|---:|---:|---:|---:|');
 for (const e of entries) {
-  const ms = results.get(e)!;
+  const ms = results.of.get(e)!;
+  const paired = results.baseOf.get(e)!;
   const other = ms.reduce((n, m) => n + m.load.bad, 0);
   const notFound = notFounds.has(e.server);
   console.log(
     `| ${e.server.name} | ${about.get(e.server.name) ?? 'fixed 302, one path'} | ${median(ms.map((m) => m.cpuUsPerReq)).toFixed(1)} | ` +
-      `${roundRatio(ms, base, (m) => m.cpuUsPerReq).toFixed(2)} | ${median(ms.map((m) => m.rps)).toFixed(0)} | ` +
-      `${roundRatio(ms, base, (m) => m.rps).toFixed(2)} | ${median(ms.map((m) => m.p99Ms)).toFixed(1)} | ` +
+      `${roundRatio(ms, paired, (m) => m.cpuUsPerReq).toFixed(2)} | ${median(ms.map((m) => m.rps)).toFixed(0)} | ` +
+      `${roundRatio(ms, paired, (m) => m.rps).toFixed(2)} | ${median(ms.map((m) => m.p99Ms)).toFixed(1)} | ` +
       `${notFound ? `all (404, as expected)` : other} |`,
   );
   // Everything else must be a redirect, or the figure is not what it says.

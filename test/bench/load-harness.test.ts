@@ -22,18 +22,16 @@ describe('the HTTP load harness', () => {
   const scenario: SluiceScenario = { flows: 3, streams: 4, macros: 'all', country: true };
   let client: LoadClient;
   let fastify: BenchServer;
-  let http: BenchServer;
   let sluice: BenchServer;
   before(async () => {
-    [client, fastify, http, sluice] = await Promise.all([
+    [client, fastify, sluice] = await Promise.all([
       autocannonClient(),
       startServer('fastify', 'fastify-302'),
-      startServer('node:http', 'node-http-302'),
       startServer('Sluice', 'sluice', { scenario }),
     ]);
   });
   after(async () => {
-    await Promise.all([client?.close(), fastify?.stop(), http?.stop(), sluice?.stop()]);
+    await Promise.all([client?.close(), fastify?.stop(), sluice?.stop()]);
   });
 
   const sane = (m: Measurement, n: number) => {
@@ -71,9 +69,9 @@ describe('the HTTP load harness', () => {
   });
 
   test('interleaved rounds measure every entry once per round, A B then B A, after an uncounted warm-up', async () => {
-    const entries = [http, fastify].map((server) => ({ server, mix: { paths: ['/go/bench'] } }));
+    const entries = [sluice, fastify].map((server) => ({ server, mix: { paths: ['/go/f0'] } }));
     const order: string[] = [];
-    const before = await http.stats();
+    const before = await fastify.stats();
     const results = await interleave(entries, client, {
       rounds: 2,
       window: { amount: 200 },
@@ -81,13 +79,36 @@ describe('the HTTP load harness', () => {
       connections: 5,
       onMeasure: (round, e) => order.push(`${round}:${e.server.name}`),
     });
-    assert.deepEqual(order, ['0:node:http', '0:fastify', '1:fastify', '1:node:http']);
+    assert.deepEqual(order, ['0:Sluice', '0:fastify', '1:fastify', '1:Sluice']);
     for (const e of entries) {
-      const ms = results.get(e)!;
+      const ms = results.of.get(e)!;
       assert.equal(ms.length, 2);
       for (const m of ms) sane(m, 200);
     }
-    assert.equal((await http.stats()).requests - before.requests, 100 + 2 * 200);
+    assert.equal((await fastify.stats()).requests - before.requests, 100 + 2 * 200);
+  });
+
+  test('with a base, every entry is measured right next to it, before and after in turn, and paired with it', async () => {
+    const [a, b, base] = [sluice, sluice, fastify].map((server) => ({ server, mix: { paths: ['/go/f1'] } }));
+    const name = new Map([
+      [a, 'A'],
+      [b, 'B'],
+      [base, 'base'],
+    ]);
+    const order: string[] = [];
+    const results = await interleave([a!, b!, base!], client, {
+      rounds: 2,
+      window: { amount: 100 },
+      connections: 5,
+      base,
+      onMeasure: (round, e) => order.push(`${round}:${name.get(e)}`),
+    });
+    // Round 0: base A, B base; round 1 (reversed): B base, base A.
+    assert.deepEqual(order, ['0:base', '0:A', '0:B', '0:base', '1:B', '1:base', '1:base', '1:A']);
+    const ms = results.of.get(base!)!;
+    assert.equal(ms.length, 4);
+    assert.deepEqual(results.baseOf.get(a!), [ms[0], ms[3]]);
+    assert.deepEqual(results.baseOf.get(b!), [ms[1], ms[2]]);
   });
 
   test('nginx return 302 as a peer, where nginx is installed', async (t) => {
