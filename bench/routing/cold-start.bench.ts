@@ -9,7 +9,7 @@
  *   the same burst once the slug is cached, and a burst to a slug that has no flow.
  * Rounds are interleaved; medians are reported.
  *
- *   node bench/routing/cold-start.bench.ts [--rounds 5] [--burst 50] [--slugs 10]
+ *   node bench/routing/cold-start.bench.ts [--rounds 3] [--burst 50] [--slugs 10]
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -32,7 +32,7 @@ import { COUNTRIES, type SluiceScenario, slugOf } from '../http/scenarios.ts';
 
 const { values } = parseArgs({
   options: {
-    rounds: { type: 'string', default: '5' },
+    rounds: { type: 'string', default: '3' },
     burst: { type: 'string', default: '50' },
     slugs: { type: 'string', default: '10' },
   },
@@ -144,9 +144,11 @@ interface BurstRow {
   statuses: Set<number>;
 }
 const rows = new Map<string, BurstRow>();
+/** No request at all: what the reads and CPU questions over IPC cost the node themselves. */
+const IDLE = 'no request (the measurement itself)';
 async function measureBurst(server: BenchServer, pool: Pool, name: string, path: string, n = BURST) {
   const [reads0, stats0] = [await server.reads(), await server.stats()];
-  const b = await burst(pool, path, n);
+  const b = n === 0 ? { first: Number.NaN, last: Number.NaN, statuses: [] } : await burst(pool, path, n);
   const [reads1, stats1] = [await server.reads(), await server.stats()];
   const r = rows.get(name) ?? { reads: [], cpuUs: [], first: [], last: [], statuses: new Set() };
   rows.set(name, r);
@@ -157,20 +159,26 @@ async function measureBurst(server: BenchServer, pool: Pool, name: string, path:
   for (const s of b.statuses) r.statuses.add(s);
 }
 
+/** Flows that only warm the node up (after the 2 × SLUGS measured ones). */
+const WARM_FLOWS = 50;
 const shapes: [string, SluiceScenario][] = [
-  ['10 streams', { flows: 2 * SLUGS, streams: 10, macros: 'all', country: true }],
-  ['100 streams', { flows: 2 * SLUGS, streams: 100, macros: 'all', country: true }],
+  ['10 streams', { flows: 2 * SLUGS + WARM_FLOWS, streams: 10, macros: 'all', country: true }],
+  ['100 streams', { flows: 2 * SLUGS + WARM_FLOWS, streams: 100, macros: 'all', country: true }],
 ];
 const nodes = await Promise.all(shapes.map(([name, scenario]) => startServer(name, 'sluice', { scenario })));
 const pools = nodes.map((n) => new Pool(n.origin, { connections: BURST }));
 try {
-  // Every connection opened before anything is measured.
-  for (const pool of pools) {
-    await Promise.all(
-      Array.from({ length: BURST }, () =>
-        pool.request({ path: '/healthz', method: 'GET' }).then((r) => r.body.dump()),
-      ),
-    );
+  // Every connection opened, and the node warmed up as one that has served a while is (its JIT
+  // having seen misses, hits and unknown slugs) before anything is measured.
+  for (const [k, pool] of pools.entries()) {
+    await burst(pool, '/healthz', BURST);
+    for (let j = 0; j < 4 * WARM_FLOWS; j++) {
+      await burst(
+        pool,
+        j % 4 === 3 ? `/go/warm-nope-${j}` : `/go/${slugOf(shapes[k]![1], 2 * SLUGS + (j % WARM_FLOWS))}`,
+        BURST,
+      );
+    }
   }
   for (let i = 0; i < SLUGS; i++) {
     for (const [k, [shape, scenario]] of shapes.entries()) {
@@ -187,13 +195,19 @@ try {
       const alone = `/go/${slugOf(scenario, SLUGS + i)}`;
       await measureBurst(node, pool, `1 request, cold slug, ${shape}`, alone, 1);
       await measureBurst(node, pool, `1 request, the same slug cached, ${shape}`, alone, 1);
+      await measureBurst(node, pool, IDLE, '', 0);
     }
   }
 } finally {
   await Promise.all(pools.map((p) => p.close()));
   await Promise.all(nodes.map((n) => n.stop()));
 }
+const idleUs = median(rows.get(IDLE)!.cpuUs);
+rows.delete(IDLE);
 console.log(`\nrequests to one slug at once, on warm keep-alive connections, ${SLUGS} slugs each (medians)`);
+console.log(
+  `server CPU: over the requests, net of what measuring costs the node (${(idleUs / 1000).toFixed(2)} ms)`,
+);
 console.log(
   '| requests | storage reads: flow + streams | server CPU | first answer | last answer | statuses |',
 );
@@ -201,8 +215,8 @@ console.log('|---|---:|---:|---:|---:|---|');
 for (const [name, r] of rows) {
   console.log(
     `| ${name} | ${median(r.reads.map((x) => x.flows))} + ${median(r.reads.map((x) => x.streams))} ` +
-      `(max ${Math.max(...r.reads.map((x) => x.flows + x.streams))}) | ${(median(r.cpuUs) / 1000).toFixed(2)} ms | ` +
-      `${median(r.first).toFixed(1)} ms | ` +
+      `(max ${Math.max(...r.reads.map((x) => x.flows + x.streams))}) | ` +
+      `${((median(r.cpuUs) - idleUs) / 1000).toFixed(2)} ms | ${median(r.first).toFixed(1)} ms | ` +
       `${median(r.last).toFixed(1)} ms | ${[...r.statuses].join(', ')} |`,
   );
 }
