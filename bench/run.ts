@@ -1,8 +1,8 @@
 /**
  * Runs every benchmark in sequence, each in its own process (a clean heap and JIT per benchmark),
- * and prints their reports. About six minutes on a 2-core machine, four of them the HTTP load
- * benchmarks (hot path, cold start). Arguments after `--` go to the hot-path benchmark, e.g.
- * `npm run bench -- --rounds 9 --seconds 3` for a longer, steadier run.
+ * and prints their reports. About six minutes on a 2-core machine, four and a half of them the
+ * HTTP load benchmarks (telemetry on/off, hot path, cold start). Arguments after `--` go to the
+ * hot-path benchmark, e.g. `npm run bench -- --rounds 9 --seconds 2` for a longer, steadier run.
  *
  *   npm run bench
  */

@@ -52,4 +52,5 @@ process.on('message', (m: { id: number; run: LoadSpec }) => {
     (err: Error) => process.send!({ id: m.id, error: err.message }),
   );
 });
+process.on('disconnect', () => process.exit(0));
 process.send!({ ready: true });

@@ -5,7 +5,8 @@
  * over the measured window (from the server process itself) divided by the requests it received.
  * req/s, by contrast, depends on how much of the two cores the load generator and everything else
  * on the machine leave to the server. Variants are measured in interleaved rounds after a warm-up
- * that is not counted; reports give medians, and ratios taken round by round.
+ * that is not counted, each paired with a base variant measured right next to it; reports give
+ * medians, and ratios taken pair by pair.
  */
 import { type ChildProcess, fork, spawn, spawnSync } from 'node:child_process';
 import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -96,6 +97,31 @@ function firstMessage<T>(proc: ChildProcess, what: string): Promise<T> {
   });
 }
 
+let signalsExit = false;
+
+/**
+ * Runs `undo` when the harness exits, however it exits (returns what unregisters it): a child
+ * with no IPC channel (nginx, wrk, `sluice start`) would outlive a harness that dies, and so would
+ * temp dirs. Forked children leave on their own (`disconnect`).
+ */
+export function atExit(undo: () => void): () => void {
+  if (!signalsExit) {
+    // A signal's default action skips 'exit' listeners; exiting on it runs them.
+    signalsExit = true;
+    process.once('SIGINT', () => process.exit(130));
+    process.once('SIGTERM', () => process.exit(143));
+  }
+  process.once('exit', undo);
+  return () => process.off('exit', undo);
+}
+
+export function killOnExit(proc: ChildProcess): void {
+  proc.once(
+    'exit',
+    atExit(() => proc.kill()),
+  );
+}
+
 const exited = (proc: ChildProcess) =>
   proc.exitCode !== null || proc.signalCode !== null
     ? Promise.resolve()
@@ -184,6 +210,7 @@ export async function startNginx(name: string): Promise<BenchServer | string> {
   const nginx = which('nginx');
   if (nginx === undefined) return 'nginx is not installed (Debian: apt-get install -y nginx-light)';
   const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-nginx-'));
+  atExit(() => rmSync(dir, { recursive: true, force: true }));
   mkdirSync(join(dir, 'logs'));
   const port = await freePort();
   writeFileSync(
@@ -213,6 +240,7 @@ http {
   const proc = spawn(nginx, ['-p', dir, '-e', `${dir}/logs/error.log`, '-c', join(dir, 'nginx.conf')], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
+  killOnExit(proc);
   let stderr = '';
   proc.stderr!.on('data', (d) => {
     stderr += d;
@@ -285,6 +313,7 @@ export function wrkClient(): LoadClient | undefined {
   const wrk = which('wrk');
   if (wrk === undefined) return undefined;
   const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-wrk-'));
+  atExit(() => rmSync(dir, { recursive: true, force: true }));
   let scripts = 0;
   const lua = (s: string) => JSON.stringify(s); // the strings here are plain ASCII: same escapes
   return {
@@ -333,6 +362,7 @@ end
       ];
       return new Promise<LoadResult>((res, rej) => {
         const proc = spawn(wrk, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+        killOnExit(proc);
         let out = '';
         proc.stdout.on('data', (d) => {
           out += d;

@@ -148,5 +148,7 @@ if (process.send !== undefined) {
       process.send!({ id: m.id, reads: reads?.() });
     }
   });
+  // A harness that dies leaves no server behind.
+  process.on('disconnect', () => process.exit(0));
   process.send({ port: (server.address() as { port: number }).port, pid: process.pid });
 }

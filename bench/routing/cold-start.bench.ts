@@ -20,8 +20,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import {
+  atExit,
   type BenchServer,
   freePort,
+  killOnExit,
   machine,
   median,
   NODE_SERVER_FLAGS,
@@ -66,6 +68,7 @@ async function startOnce(args: (port: number) => string[]): Promise<{ ms: number
   const proc = spawn(process.execPath, [...NODE_SERVER_FLAGS, ...args(port)], {
     stdio: ['ignore', 'ignore', 'inherit'],
   });
+  killOnExit(proc);
   try {
     while (!(await healthy(port))) {
       if (proc.exitCode !== null)
@@ -95,6 +98,7 @@ const START = ['Sluice, first start (empty database)', 'Sluice, restart', 'bare 
 const starts = new Map<string, { ms: number; rssMb: number }[]>(START.map((k) => [k, []]));
 for (let round = 0; round < ROUNDS; round++) {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-start-'));
+  const forget = atExit(() => rmSync(dir, { recursive: true, force: true }));
   const sluice = (port: number) => [CLI, 'start', '--config-dir', sluiceDir(port, dir), '--mode', 'bench'];
   const order: [string, (port: number) => string[]][] = [
     [START[0]!, sluice],
@@ -106,6 +110,7 @@ for (let round = 0; round < ROUNDS; round++) {
   if (round % 2 === 1) order.push(...order.splice(0, 2));
   for (const [name, args] of order) starts.get(name)!.push(await startOnce(args));
   rmSync(dir, { recursive: true, force: true });
+  forget();
 }
 console.log(`\nstart-up, ${ROUNDS} rounds (medians; RSS ${IDLE_MS} ms after the first 200)`);
 console.log('| process | to first /healthz 200 | idle RSS |');

@@ -123,7 +123,6 @@ try {
 console.log(`after: ${machine()}`);
 const notFounds = new Set(sluice.filter((_, i) => scenarios[i]![2].unknown !== undefined));
 const about = new Map(scenarios.map(([name, what]) => [`Sluice ${name}`, what]));
-console.log(`after: ${machine()}`);
 console.log(
   '\n| server | scenario | server CPU-µs/req | × bare fastify (CPU) | req/s | × bare fastify (req/s) | p99 ms | answers not 2xx/3xx |',
 );
