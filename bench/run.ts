@@ -1,28 +1,34 @@
 /**
  * Runs every benchmark in sequence, each in its own process (a clean heap and JIT per benchmark),
- * and prints their reports. About four minutes on a 2-core machine.
+ * and prints their reports. About six minutes on a 2-core machine, four and a half of them the
+ * HTTP load benchmarks (telemetry on/off, hot path, cold start). Arguments after `--` go to the
+ * hot-path benchmark, e.g. `npm run bench -- --rounds 9 --seconds 2` for a longer, steadier run.
  *
  *   npm run bench
  */
 import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 
-const BENCHES: [string, string[]][] = [
-  ['telemetry/recorder.bench.ts', []],
-  ['telemetry/exposition.bench.ts', []],
-  ['telemetry/request-context.bench.ts', []],
-  ['http/telemetry-overhead.bench.ts', []],
-  ['routing/decide.bench.ts', []],
-  ['routing/go-load.bench.ts', []],
+/** [file, Node flags, the benchmark's own arguments] */
+const BENCHES: [string, string[], string[]][] = [
+  ['telemetry/recorder.bench.ts', [], []],
+  ['telemetry/exposition.bench.ts', [], []],
+  ['telemetry/request-context.bench.ts', [], []],
+  ['http/telemetry-overhead.bench.ts', [], []],
+  ['routing/decide.bench.ts', [], []],
+  ['routing/hot-path.bench.ts', [], process.argv.slice(2)],
+  ['routing/cold-start.bench.ts', [], []],
   // As `npm start` runs a node: with the young generation capped at 16 MB (see docs/PERFORMANCE.md).
-  ['routing/memory.ts', ['--expose-gc', '--max-semi-space-size=16']],
-  ['http-client/overhead.bench.ts', []],
-  ['cron/scheduler-overhead.bench.ts', []],
-  ['storage/counter-flush.bench.ts', []],
+  ['routing/memory.ts', ['--expose-gc', '--max-semi-space-size=16'], []],
+  ['http-client/overhead.bench.ts', [], []],
+  ['cron/scheduler-overhead.bench.ts', [], []],
+  ['storage/counter-flush.bench.ts', [], []],
 ];
 
-for (const [file, flags] of BENCHES) {
+for (const [file, flags, args] of BENCHES) {
   console.log(`\n== ${file}`);
-  const r = spawnSync(process.execPath, [...flags, resolve(import.meta.dirname, file)], { stdio: 'inherit' });
+  const r = spawnSync(process.execPath, [...flags, resolve(import.meta.dirname, file), ...args], {
+    stdio: 'inherit',
+  });
   if (r.status !== 0) process.exitCode = 1;
 }

@@ -1,27 +1,111 @@
 /**
- * One server under load, in its own process so the load generator's CPU is not counted:
- * `node bench/http/server-child.ts <variant>` prints its port, then answers `cpu` messages on IPC
- * with its CPU microseconds so far. Variants:
+ * One server under load, in its own process, so neither the load generator's CPU nor another
+ * server's is counted in its own:
+ *
+ *   node bench/http/server-child.ts <variant> [--port N] [--scenario JSON]
+ *
+ * With an IPC channel (forked by bench/http/load.ts) it sends `{ port, pid }` once listening and
+ * answers `stats` with its CPU µs so far (`process.cpuUsage()`, all its threads), the requests its
+ * HTTP server has received and its RSS; a Sluice variant also answers `reads` with how many times
+ * the routing cache read a flow and its streams from storage. Without IPC (the start-up benchmark)
+ * it only listens. Each variant imports only what it needs, so a bare peer's start-up and memory
+ * carry nothing of Sluice's. Variants:
+ *   node-http-302  bare `node:http`: a fixed 302 with a Location header (and `/healthz`)
+ *   fastify-302    a bare fastify app (no logger, no hooks): the same 302 on `/go/:slug`, `/healthz`
+ *   sluice         a real Sluice node (startNode, SQLite in a temp dir) with flows seeded through
+ *                  storage as `--scenario` describes (see `SluiceScenario`)
  *   telemetry-on   Sluice's server (createServer) with a fixed 200 route, recording on
- *   telemetry-off  the same with per-route recording off (headers stay)
- *   bare-302       a bare fastify app (no logger, no hooks) answering a fixed 302
- *   sluice-go      a real Sluice node (startNode) serving /go/bench from its cache
+ *   telemetry-off  the same with per-route recording off (the tracing headers stay)
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import Fastify from 'fastify';
-import { pino } from 'pino';
-import { loadConfig } from '../../src/config/index.ts';
-import { createServer } from '../../src/http/index.ts';
-import { startNode } from '../../src/main.ts';
-import { Telemetry } from '../../src/telemetry/index.ts';
-import { systemClock } from '../../src/time/index.ts';
+import type { Server } from 'node:http';
+import { parseArgs } from 'node:util';
+import { type SluiceScenario, seedScenario } from './scenarios.ts';
 
-const variant = process.argv[2];
-let port: number;
+const { positionals, values } = parseArgs({
+  allowPositionals: true,
+  options: { port: { type: 'string', default: '0' }, scenario: { type: 'string' } },
+});
+const variant = positionals[0];
+const port = Number(values.port);
+const host = '127.0.0.1';
+const LOCATION = 'https://example.com/';
 
-if (variant === 'telemetry-on' || variant === 'telemetry-off') {
+let server: Server;
+let reads: (() => { flows: number; streams: number }) | undefined;
+
+if (variant === 'node-http-302') {
+  const { createServer } = await import('node:http');
+  server = createServer((req, res) => {
+    if (req.url === '/healthz') {
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+      return;
+    }
+    res.writeHead(302, { location: LOCATION }).end();
+  });
+  await new Promise<void>((res) => server.listen(port, host, res));
+} else if (variant === 'fastify-302') {
+  const { default: Fastify } = await import('fastify');
+  const app = Fastify();
+  app.get('/go/:slug', (_req, reply) => {
+    reply.code(302).header('location', LOCATION).send();
+  });
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  await app.listen({ port, host });
+  server = app.server;
+} else if (variant === 'sluice') {
+  const { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { startNode } = await import('../../src/main.ts');
+  const { openSqlite } = await import('../../src/storage/index.ts');
+  const { systemClock } = await import('../../src/time/index.ts');
+  const scenario = JSON.parse(values.scenario ?? '{"flows":0}') as SluiceScenario;
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  process.on('SIGTERM', () => process.exit(0));
+  // The shipped defaults but for the listening address and the database file (production's
+  // Prometheus exposition on, info logs: no line is written per click either way).
+  writeFileSync(
+    join(dir, 'config.bench.yml'),
+    `app:\n  server:\n    host: ${host}\n    port: ${port}\nstorage:\n  sqlite:\n    path: ${join(dir, 'b.db')}\n` +
+      'observability:\n  metrics:\n    prometheus_enabled: true\n  logging:\n    level: info\n',
+  );
+  if (scenario.flows > 0) {
+    // Seeded through storage before the node starts, on tmpfs where there is one: SQLite syncs
+    // each insert to disk, and 11,000 of them took 20 s on this machine (0.7 s on tmpfs). The
+    // node then runs on a copy in the temp dir, on disk as a deployment's would be.
+    const shm = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
+    const seedDir = mkdtempSync(join(shm, 'sluice-bench-seed-'));
+    const seed = openSqlite(join(seedDir, 'b.db'), systemClock);
+    await seed.migrate();
+    await seedScenario(seed, scenario);
+    await seed.close(); // the last connection closing checkpoints the WAL into the file
+    copyFileSync(join(seedDir, 'b.db'), join(dir, 'b.db'));
+    rmSync(seedDir, { recursive: true, force: true });
+  }
+  const node = await startNode({ configDir: dir, mode: 'bench', env: {}, cwd: dir });
+  // Counted here, around the storage the routing cache reads through: nothing is added to src/.
+  const flows = node.storage.flows;
+  const streams = node.storage.streams;
+  const count = { flows: 0, streams: 0 };
+  const getBySlug = flows.getBySlug.bind(flows);
+  const ofFlow = streams.ofFlow.bind(streams);
+  flows.getBySlug = (slug) => {
+    count.flows++;
+    return getBySlug(slug);
+  };
+  streams.ofFlow = (id) => {
+    count.streams++;
+    return ofFlow(id);
+  };
+  reads = () => ({ ...count });
+  server = node.app.server;
+} else if (variant === 'telemetry-on' || variant === 'telemetry-off') {
+  const { pino } = await import('pino');
+  const { loadConfig } = await import('../../src/config/index.ts');
+  const { createServer } = await import('../../src/http/index.ts');
+  const { Telemetry } = await import('../../src/telemetry/index.ts');
+  const { systemClock } = await import('../../src/time/index.ts');
   const { config } = loadConfig({ configDir: 'config', mode: 'test', env: {} });
   const telemetry = new Telemetry({
     clock: systemClock,
@@ -44,50 +128,27 @@ if (variant === 'telemetry-on' || variant === 'telemetry-off') {
     instrument: variant === 'telemetry-on',
   });
   app.get('/ping', async () => ({ ok: true }));
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  port = (app.server.address() as { port: number }).port;
-} else if (variant === 'bare-302') {
-  const app = Fastify();
-  app.get('/go/:slug', (_req, reply) => {
-    reply.code(302).header('location', 'https://example.com/').send();
-  });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  port = (app.server.address() as { port: number }).port;
-} else if (variant === 'sluice-go') {
-  const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-'));
-  writeFileSync(
-    join(dir, 'config.bench.yml'),
-    `app:\n  server:\n    port: 0\nstorage:\n  sqlite:\n    path: ${join(dir, 'b.db')}\nobservability:\n  logging:\n    level: warn\n`,
-  );
-  const node = await startNode({ configDir: dir, mode: 'bench', env: {}, cwd: dir });
-  const flow = await node.storage.flows.create({
-    slug: 'bench',
-    name: 'b',
-    status: 'active',
-    rotation: 'weight',
-  });
-  for (let i = 0; i < 5; i++) {
-    await node.storage.streams.create({
-      flow_id: flow.id,
-      name: `s${i}`,
-      type: i === 0 ? 'forced' : 'regular',
-      position: i,
-      weight: 100 * (i + 1),
-      status: 'active',
-      filters: i === 0 ? { countries_include: ['JP'] } : { countries_exclude: ['US'] },
-      target_url: `https://example.com/${i}?s={stream}`,
-      redirect_code: 302,
-    });
-  }
-  port = Number(new URL(node.url).port);
+  await app.listen({ port, host });
+  server = app.server;
 } else {
   throw new Error(`unknown variant ${variant}`);
 }
 
-process.on('message', (m) => {
-  if (m === 'cpu') {
-    const u = process.cpuUsage();
-    process.send!({ cpu: u.user + u.system });
-  }
-});
-process.send!({ port });
+if (process.send !== undefined) {
+  // One listener more on every server alike: the divisor of CPU-µs/request is what the server got.
+  let requests = 0;
+  server.on('request', () => {
+    requests++;
+  });
+  process.on('message', (m: { id: number; cmd: 'stats' | 'reads' }) => {
+    if (m.cmd === 'stats') {
+      const u = process.cpuUsage();
+      process.send!({ id: m.id, cpuUs: u.user + u.system, requests, rss: process.memoryUsage.rss() });
+    } else {
+      process.send!({ id: m.id, reads: reads?.() });
+    }
+  });
+  // A harness that dies leaves no server behind.
+  process.on('disconnect', () => process.exit(0));
+  process.send({ port: (server.address() as { port: number }).port, pid: process.pid });
+}

@@ -1,0 +1,143 @@
+/**
+ * `GET /go/:slug` on real Sluice nodes, one per scenario, against fixed-302 peers (bare
+ * `node:http`, bare fastify, nginx `return 302` where installed), all measured in the same run.
+ * Every server runs in its own process and the load generator in another; the headline is each
+ * server's own CPU µs per request, with req/s beside it, medians over interleaved rounds. Bare
+ * fastify is the base: every other server's window is paired with a fastify window right next to
+ * it, and the ratios are medians of those pairs.
+ *
+ *   node bench/routing/hot-path.bench.ts [--rounds 5] [--seconds 1] [--warmup 1] [--connections 50]
+ *        [--client auto|wrk|autocannon] [--only light,mixed]
+ *
+ * `--client auto` (the default) uses wrk when installed (Debian: `apt-get install -y wrk`): it
+ * spends a fraction of autocannon's CPU per request, so more of the two cores is left to the
+ * servers. About two minutes with the defaults; `--rounds 11 --seconds 2` for a steadier figure.
+ */
+import { parseArgs } from 'node:util';
+import {
+  type BenchServer,
+  type Entry,
+  interleave,
+  loadClient,
+  machine,
+  median,
+  roundRatio,
+  startNginx,
+  startServer,
+} from '../http/load.ts';
+import { requestMix, type SluiceScenario } from '../http/scenarios.ts';
+
+const { values } = parseArgs({
+  options: {
+    // Short windows: on shared cores the other load comes and goes within seconds; each Sluice
+    // window is paired with a bare fastify one right next to it.
+    rounds: { type: 'string', default: '5' },
+    seconds: { type: 'string', default: '1' },
+    warmup: { type: 'string', default: '1' },
+    connections: { type: 'string', default: '50' },
+    client: { type: 'string', default: 'auto' },
+    only: { type: 'string' },
+  },
+});
+
+/** Sluice scenarios: the lightest, then one thing changed at a time, then all of them together. */
+const SCENARIOS: [string, string, SluiceScenario][] = [
+  [
+    'light',
+    '1 slug, 5 streams, {stream}, no country',
+    { flows: 1, streams: 5, macros: 'stream', country: false },
+  ],
+  [
+    'slugs-1000',
+    '1,000 slugs at random, 5 streams',
+    { flows: 1000, streams: 5, macros: 'stream', country: false },
+  ],
+  [
+    'country',
+    'light + cf-ipcountry (20 countries)',
+    { flows: 1, streams: 5, macros: 'stream', country: true },
+  ],
+  ['macros', 'country + all 4 macros in targets', { flows: 1, streams: 5, macros: 'all', country: true }],
+  ['streams-10', 'country, 10 streams', { flows: 1, streams: 10, macros: 'stream', country: true }],
+  ['streams-100', 'country, 100 streams', { flows: 1, streams: 100, macros: 'stream', country: true }],
+  [
+    'mixed',
+    '1,000 slugs × 10 streams, country, 4 macros',
+    { flows: 1000, streams: 10, macros: 'all', country: true },
+  ],
+  [
+    'unknown-1000',
+    '1,000 slugs with no flow (404), country',
+    { flows: 1, streams: 5, macros: 'stream', country: true, unknown: 1000 },
+  ],
+];
+const only = values.only?.split(',');
+const scenarios = SCENARIOS.filter(([name]) => only === undefined || only.includes(name));
+
+const opts = {
+  rounds: Number(values.rounds),
+  window: { seconds: Number(values.seconds) },
+  warmup: { seconds: Number(values.warmup) },
+  connections: Number(values.connections),
+};
+const client = await loadClient(values.client);
+console.log(`machine: ${machine()}`);
+console.log(
+  `load: ${client.name}, ${opts.connections} connections, warm-up ${values.warmup} s each, ` +
+    `${opts.rounds} interleaved rounds × ${values.seconds} s`,
+);
+
+const peerMix = { paths: ['/go/bench'] };
+const nginx = await startNginx('nginx return 302');
+if (typeof nginx === 'string') console.log(`nginx skipped: ${nginx}`);
+// The Sluice nodes start (and seed) side by side; the peers are quick.
+const [http, fastify, ...sluice] = await Promise.all([
+  startServer('node:http 302', 'node-http-302'),
+  startServer('fastify 302', 'fastify-302'),
+  ...scenarios.map(([name, , scenario]) => startServer(`Sluice ${name}`, 'sluice', { scenario })),
+]);
+const servers: BenchServer[] = [http!, fastify!, ...(typeof nginx === 'string' ? [] : [nginx]), ...sluice];
+const entries: Entry[] = [
+  { server: http!, mix: peerMix },
+  { server: fastify!, mix: peerMix },
+  ...(typeof nginx === 'string' ? [] : [{ server: nginx, mix: peerMix }]),
+  ...scenarios.map(([, , scenario], i) => ({ server: sluice[i]!, mix: requestMix(scenario) })),
+];
+
+const base = entries[1]!;
+let results: Awaited<ReturnType<typeof interleave>>;
+try {
+  results = await interleave(entries, client, {
+    ...opts,
+    base,
+    onMeasure: (round, e, m) =>
+      process.stderr.write(
+        `  round ${round + 1} ${e.server.name.padEnd(20)} ${m.cpuUsPerReq.toFixed(1).padStart(6)} µs/req ${m.rps.toFixed(0).padStart(6)} req/s\n`,
+      ),
+  });
+} finally {
+  await client.close();
+  await Promise.all(servers.map((s) => s.stop()));
+}
+
+console.log(`after: ${machine()}`);
+const notFounds = new Set(sluice.filter((_, i) => scenarios[i]![2].unknown !== undefined));
+const about = new Map(scenarios.map(([name, what]) => [`Sluice ${name}`, what]));
+console.log(
+  '\n| server | scenario | server CPU-µs/req | × bare fastify (CPU) | req/s | × bare fastify (req/s) | p99 ms | answers not 2xx/3xx |',
+);
+console.log('|---|---|---:|---:|---:|---:|---:|---:|');
+for (const e of entries) {
+  const ms = results.of.get(e)!;
+  const paired = results.baseOf.get(e)!;
+  const other = ms.reduce((n, m) => n + m.load.bad, 0);
+  const notFound = notFounds.has(e.server);
+  console.log(
+    `| ${e.server.name} | ${about.get(e.server.name) ?? 'fixed 302, one path'} | ${median(ms.map((m) => m.cpuUsPerReq)).toFixed(1)} | ` +
+      `${roundRatio(ms, paired, (m) => m.cpuUsPerReq).toFixed(2)} | ${median(ms.map((m) => m.rps)).toFixed(0)} | ` +
+      `${roundRatio(ms, paired, (m) => m.rps).toFixed(2)} | ${median(ms.map((m) => m.p99Ms)).toFixed(1)} | ` +
+      `${notFound ? `all (404, as expected)` : other} |`,
+  );
+  // Everything else must be a redirect, or the figure is not what it says.
+  if (notFound ? other < ms.reduce((n, m) => n + m.load.answered, 0) : other > 0) process.exitCode = 1;
+}
