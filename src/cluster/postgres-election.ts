@@ -65,7 +65,8 @@ export class PostgresElection implements LeaderElection {
 
   async start(): Promise<void> {
     this.#running = true;
-    await this.#renew();
+    this.#tick = this.#renew();
+    await this.#tick;
     this.#schedule();
   }
 
@@ -82,7 +83,12 @@ export class PostgresElection implements LeaderElection {
     const startedAt = clock.monotonic();
     try {
       const epoch = await store.acquire(serverId, leaseTtlMs);
-      if (!this.#running) return;
+      if (!this.#running) {
+        // Stopped while asking: a lease won in that instant is given back (stop() waits for this
+        // tick), not left to expire while the next leader waits out its TTL.
+        if (epoch !== undefined) await store.release({ holder: serverId, epoch }).catch(() => {});
+        return;
+      }
       if (epoch === undefined) {
         this.#set(false, 'another node holds the lease');
         this.#leaderId = (await store.currentLease())?.holder;

@@ -59,6 +59,59 @@ describe('leader election on PostgreSQL', { skip }, () => {
     }
   });
 
+  test('a node stopped while its renewal wins the lease gives the lease back', async () => {
+    const store = open();
+    const leader = elect(store, 'ga', 5000, 50);
+    // The follower's own store, its acquire held at a gate the test opens: the renewal is in
+    // flight when stop() is called, and wins the lease only after it.
+    const real = open().cluster;
+    let gate: Promise<void> = Promise.resolve();
+    let open_: () => void = () => {};
+    let asking: () => void = () => {};
+    const gated = new Proxy(real, {
+      get(target, key, receiver) {
+        if (key === 'acquire') {
+          return async (...args: Parameters<typeof real.acquire>) => {
+            asking();
+            await gate;
+            return target.acquire(...args);
+          };
+        }
+        const v = Reflect.get(target, key, receiver);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const follower = new PostgresElection({
+      store: gated,
+      serverId: 'gb',
+      clock: systemClock,
+      logger: createLogger({ level: 'warn', name: 'sluice', serverId: 'gb', destination: new LogCapture() }),
+      leaseTtlMs: 5000,
+      renewIntervalMs: 50,
+    });
+    try {
+      await leader.start();
+      await follower.start();
+      assert.equal(follower.isLeader(), false);
+      const held = new Promise<void>((r) => {
+        asking = r;
+      });
+      gate = new Promise<void>((r) => {
+        open_ = r;
+      });
+      await held; // the next renewal has asked and waits at the gate
+      await leader.stop(); // the lease is free: the waiting renewal will win it
+      const stopping = follower.stop();
+      open_();
+      await stopping;
+      assert.equal((await store.cluster.currentLease())?.holder, undefined, 'nobody holds the lease');
+    } finally {
+      open_();
+      await leader.stop();
+      await follower.stop();
+    }
+  });
+
   // Leases here are seconds long, not a few hundred ms: a leader must still believe its lease when
   // the test looks right after start(), however long a busy machine took to connect and acquire.
   test('a stale epoch is fenced: its writes are refused once the lease moved on', async () => {
