@@ -7,7 +7,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Agent, request } from 'undici';
@@ -16,6 +15,7 @@ import { openPostgres, type Storage } from '../src/storage/index.ts';
 import { systemClock } from '../src/time/index.ts';
 import { START_LIMIT_MS } from '../test/helpers/cli.ts';
 import { dropSchema, PG_URL, testSchema } from '../test/helpers/postgres.ts';
+
 import { TcpProxy } from '../test/helpers/tcp-proxy.ts';
 
 const CLI = resolve(import.meta.dirname, '../src/cli.ts');
@@ -173,27 +173,6 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
-}
-
-/**
- * Clients stalled mid-request: each connects and sends half a request head, then nothing. A
- * graceful stop must close them at its deadline rather than wait on them (§17).
- */
-export async function stallClients(url: string, n: number): Promise<Socket[]> {
-  const { hostname, port } = new URL(url);
-  return Promise.all(
-    Array.from(
-      { length: n },
-      () =>
-        new Promise<Socket>((res, rej) => {
-          const s = connect(Number(port), hostname, () => {
-            s.write('GET /go/stalled HTTP/1.1\r\nHost: x\r\n');
-            res(s);
-          });
-          s.on('error', rej);
-        }),
-    ),
-  );
 }
 
 /** A flow with three weighted streams; returns its id. */

@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer, type Socket } from 'node:net';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { openSqlite } from '../src/storage/index.ts';
 import { systemClock } from '../src/time/index.ts';
 import { CLI, runCli, START_LIMIT_MS } from './helpers/cli.ts';
+import { stallClients } from './helpers/stall.ts';
 
 /**
  * Starting and stopping (§1, §17) as a supervisor sees it: a real node process, real sockets, the
@@ -116,30 +117,12 @@ async function persistedClicks(): Promise<number> {
   }
 }
 
-/** Opens sockets that send half a request and then nothing: a client stalled mid-request. */
-async function stall(url: string, n: number): Promise<Socket[]> {
-  const { hostname, port } = new URL(url);
-  return Promise.all(
-    Array.from(
-      { length: n },
-      () =>
-        new Promise<Socket>((res, rej) => {
-          const s = connect(Number(port), hostname, () => {
-            s.write('GET /go/stop HTTP/1.1\r\nHost: x\r\n');
-            res(s);
-          });
-          s.on('error', rej);
-        }),
-    ),
-  );
-}
-
 describe('graceful stop', () => {
   for (const stalled of [1, 50]) {
     test(`with ${stalled} client(s) stalled mid-request, SIGTERM exits 0 in time and persists every answered click`, async () => {
       const node = await launch(process.execPath, [CLI, 'start']);
       const before = await persistedClicks();
-      const sockets = await stall(node.url, stalled);
+      const sockets = await stallClients(node.url, stalled, '/go/stop');
       try {
         const answered = await clicks(node.url, 100);
         assert.equal(answered, 100);

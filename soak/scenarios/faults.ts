@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { createServer as createHttpServer, type ServerResponse } from 'node:http';
 import { createServer as createTcpServer, type Socket } from 'node:net';
+import { stallClients } from '../../test/helpers/stall.ts';
 import { until as waitUntil } from '../../test/helpers/until.ts';
 import {
   type Cluster,
@@ -14,7 +15,6 @@ import {
   persistedHits,
   seedFlow,
   sleep,
-  stallClients,
   startCluster,
 } from '../harness.ts';
 
