@@ -1,0 +1,151 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { ApiError } from '../errors/index.ts';
+
+export const CONVERSION_STATUSES = ['lead', 'sale', 'rejected'] as const;
+export type ConversionStatus = (typeof CONVERSION_STATUSES)[number];
+
+/** A postback's values, checked: what §12 says a conversion is made of. */
+export interface Postback {
+  click_id: string;
+  status: ConversionStatus;
+  /** Payout in millionths of the currency unit: money is summed exactly, never as binary fractions. */
+  payout_micros: number;
+  /** ISO 4217, upper case. */
+  currency: string;
+  txid: string | null;
+}
+
+const CLICK_ID = /^[A-Za-z0-9_-]{1,64}$/;
+/**
+ * A plain decimal: no sign, exponent, grouping or hex; six decimals at most (micro-units), and few
+ * enough integer digits that the micro-unit integer stays exact in a double (below 2^53).
+ */
+const DECIMAL = /^(\d{1,9})(?:\.(\d{1,6}))?$/;
+const TXID_MAX = 128;
+/** Currencies ICU knows (ISO 4217 alphabetic codes), so no hand-kept list goes stale. */
+const CURRENCIES = new Set(Intl.supportedValuesOf('currency'));
+
+interface Problem {
+  path: string;
+  message: string;
+}
+
+/**
+ * One value per parameter: the first when repeated (query strings and forms may repeat a key),
+ * undefined when absent. Objects and arrays of objects (a JSON body) are not values.
+ */
+function single(raw: unknown): string | number | boolean | undefined | null {
+  const v = Array.isArray(raw) ? raw[0] : raw;
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return v;
+  return null;
+}
+
+function text(raw: unknown, path: string, problems: Problem[]): string | undefined {
+  const v = single(raw);
+  if (v === undefined) return undefined;
+  if (v === null || typeof v === 'boolean') {
+    problems.push({ path, message: 'must be a string' });
+    return undefined;
+  }
+  return String(v);
+}
+
+/** A parameter from the body when it names it, else from the query string. */
+function picker(query: unknown, body: unknown): (name: string) => unknown {
+  const q = (typeof query === 'object' && query !== null ? query : {}) as Record<string, unknown>;
+  const b = (typeof body === 'object' && body !== null && !Array.isArray(body) ? body : {}) as Record<
+    string,
+    unknown
+  >;
+  return (name) => (Object.hasOwn(b, name) ? b[name] : q[name]);
+}
+
+/** The `key` parameter, read before anything else is judged: a caller without it learns nothing more. */
+export function postbackKey(query: unknown, body: unknown): string | undefined {
+  const v = single(picker(query, body)('key'));
+  return typeof v === 'string' ? v : undefined;
+}
+
+/**
+ * The postback's parameters from the query string merged with the body (the body wins where both
+ * name a parameter), checked all at once: one `validation.invalid_input` lists every problem.
+ */
+export function parsePostback(query: unknown, body: unknown): Postback {
+  const pick = picker(query, body);
+  const problems: Problem[] = [];
+
+  const clickId = text(pick('click_id'), 'click_id', problems);
+  if (clickId === undefined || clickId === '') {
+    if (!problems.some((p) => p.path === 'click_id'))
+      problems.push({ path: 'click_id', message: 'is required' });
+  } else if (!CLICK_ID.test(clickId)) {
+    problems.push({ path: 'click_id', message: 'must be 1–64 characters of A–Z, a–z, 0–9, _ and -' });
+  }
+
+  const statusRaw = text(pick('status'), 'status', problems);
+  const status = (
+    statusRaw === undefined || statusRaw === '' ? 'sale' : statusRaw.toLowerCase()
+  ) as ConversionStatus;
+  if (!CONVERSION_STATUSES.includes(status)) {
+    problems.push({ path: 'status', message: `must be one of ${CONVERSION_STATUSES.join(', ')}` });
+  }
+
+  let payoutMicros = 0;
+  const payoutRaw = text(pick('payout'), 'payout', problems);
+  if (payoutRaw !== undefined && payoutRaw.trim() !== '') {
+    const m = DECIMAL.exec(payoutRaw.trim());
+    if (m === null) {
+      problems.push({
+        path: 'payout',
+        message: 'must be a decimal number ≥ 0 with at most 9 integer digits and 6 decimals (e.g. 12.50)',
+      });
+    } else {
+      payoutMicros = Number(m[1]) * 1_000_000 + Number((m[2] ?? '').padEnd(6, '0'));
+    }
+  }
+
+  const currencyRaw = text(pick('currency'), 'currency', problems);
+  const currency = currencyRaw === undefined || currencyRaw === '' ? 'USD' : currencyRaw.toUpperCase();
+  if (!/^[A-Z]{3}$/.test(currency) || !CURRENCIES.has(currency)) {
+    problems.push({ path: 'currency', message: 'must be an ISO 4217 currency code (e.g. USD, EUR)' });
+  }
+
+  const txidRaw = text(pick('txid'), 'txid', problems);
+  const txid = txidRaw === undefined || txidRaw === '' ? null : txidRaw;
+  if (txid !== null) {
+    if (txid.length > TXID_MAX)
+      problems.push({ path: 'txid', message: `must be at most ${TXID_MAX} characters` });
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what is refused
+    else if (/[\u0000-\u001f\u007f-\u009f]/.test(txid) || !txid.isWellFormed())
+      problems.push({ path: 'txid', message: 'must not hold control characters or lone surrogates' });
+  }
+
+  if (problems.length > 0) {
+    throw new ApiError(
+      'validation.invalid_input',
+      problems.map((p) => `${p.path}: ${p.message}`).join('; '),
+      {
+        details: problems,
+      },
+    );
+  }
+  return { click_id: clickId!, status, payout_micros: payoutMicros, currency, txid };
+}
+
+/**
+ * Checks the postback key against `postback.key_sha256` in constant time (digests of equal length
+ * are compared, so neither the key's length nor its prefix leaks through timing). No configured
+ * hash: every postback is accepted.
+ */
+export function postbackKeyAccepted(keySha256: string | undefined, key: string | undefined): boolean {
+  if (keySha256 === undefined) return true;
+  if (key === undefined) return false;
+  const given = createHash('sha256').update(key, 'utf8').digest();
+  return timingSafeEqual(given, Buffer.from(keySha256, 'hex'));
+}
+
+/** A micro-unit amount as the decimal number the API shows (exact for any amount the parser takes). */
+export function microsToDecimal(micros: number): number {
+  return micros / 1_000_000;
+}
