@@ -5,7 +5,7 @@
  *   node bench/telemetry/exposition.bench.ts
  */
 import { Counter, Histogram, Registry } from 'prom-client';
-import { ExpositionWriter, RecorderGroup } from '../../src/telemetry/index.ts';
+import { ExpositionWriter, OK, RecorderGroup, SERVER_ERROR } from '../../src/telemetry/index.ts';
 
 const ROUTES = 1000;
 const BOUNDS = Array.from({ length: 20 }, (_, i) => 2 ** (i - 4)); // 0.0625 … 32768 ms
@@ -37,7 +37,7 @@ for (let r = 0; r < ROUTES; r++) {
   const rec = group.get(route);
   for (let i = 0; i < 50; i++) {
     const v = (i * 37 + r) % 1000;
-    rec.record(v, i % 10 === 0);
+    rec.record(v, i % 10 === 0 ? SERVER_ERROR : OK);
     requests.inc({ route });
     if (i % 10 === 0) errors.inc({ route });
     duration.observe({ route }, v);

@@ -1,4 +1,4 @@
-import type { Recorder } from '../telemetry/index.ts';
+import { OK, type Recorder, SERVER_ERROR } from '../telemetry/index.ts';
 
 const MINUTE_MS = 60_000;
 /** Two hours of one-minute slots: enough for "the last 60 minutes versus the 60 before". */
@@ -50,7 +50,7 @@ export class TaskRuntime {
     this.lastFinishedAt = now;
     this.lastDurationMs = Math.round(durationMs * 1000) / 1000;
     this.lastError = error;
-    this.recorder.record(durationMs, error !== null);
+    this.recorder.record(durationMs, error === null ? OK : SERVER_ERROR);
     if (error !== null) {
       const minute = Math.floor(now / MINUTE_MS);
       const slot = minute % SLOTS;

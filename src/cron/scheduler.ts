@@ -53,6 +53,8 @@ export interface TaskItem {
     runs: number;
     failures: number;
     p95: number;
+    /** p95 of the runs that finished in the last hour (§17); 0 when none did. */
+    p95_last_hour: number;
     last_duration_ms: number | null;
     last_started_at: string | null;
     last_finished_at: string | null;
@@ -307,6 +309,7 @@ export class Scheduler {
           runs: rt.runs,
           failures: rt.failures,
           p95: round3(rt.recorder.quantile(0.95)),
+          p95_last_hour: rt.recorder.recent()?.p95_ms ?? 0,
           last_duration_ms: rt.lastDurationMs,
           last_started_at: iso(rt.lastStartedAt),
           last_finished_at: iso(rt.lastFinishedAt),
@@ -328,6 +331,7 @@ export class Scheduler {
         failures: item.runtime.failures,
         running: item.runtime.running,
         p95_duration_ms: item.runtime.p95,
+        p95_last_hour: item.runtime.p95_last_hour,
         last_duration_ms: item.runtime.last_duration_ms,
         last_error: item.runtime.last_error,
       };

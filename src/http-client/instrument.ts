@@ -1,6 +1,6 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { type Agent, Dispatcher } from 'undici';
-import type { Recorder } from '../telemetry/index.ts';
+import { OK, type Recorder, SERVER_ERROR } from '../telemetry/index.ts';
 import type { Clock } from '../time/index.ts';
 
 /**
@@ -40,7 +40,10 @@ const finish = (request: object, error: boolean) => {
   const p = pending.get(request);
   if (p === undefined) return;
   pending.delete(request);
-  p.tracker.recorder.record(p.tracker.clock.monotonic() - p.start, error || p.status >= 500);
+  p.tracker.recorder.record(
+    p.tracker.clock.monotonic() - p.start,
+    error || p.status >= 500 ? SERVER_ERROR : OK,
+  );
 };
 const onTrailers = (m: unknown) => finish((m as { request: object }).request, false);
 const onError = (m: unknown) => finish((m as { request: object }).request, true);

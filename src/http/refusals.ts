@@ -9,7 +9,7 @@ import {
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { ApiError, type ErrorCode } from '../errors/index.ts';
-import type { Logger, Recorder } from '../telemetry/index.ts';
+import { CLIENT_ERROR, type Logger, outcomeOf, type Recorder } from '../telemetry/index.ts';
 import { describeApiError } from './error-reply.ts';
 import { type CountryResolver, requestIdFrom } from './request-context.ts';
 
@@ -62,7 +62,7 @@ export class Refusals {
           cause: 'an Expect other than 100-continue',
         }),
       );
-      this.#unmatched.record(0, true);
+      this.#unmatched.record(0, CLIENT_ERROR);
     });
     server.on('connect', (req: IncomingMessage, socket: Duplex) => {
       // Node hands the socket over without its error listener: a client reset must not throw.
@@ -164,7 +164,7 @@ export class Refusals {
         `connection: close\r\n\r\n${json}`,
       () => socket.destroy(),
     );
-    this.#unmatched.record(0, true);
+    this.#unmatched.record(0, outcomeOf(status));
     this.#log(record, id);
   }
 

@@ -9,7 +9,13 @@ import Fastify, {
 } from 'fastify';
 import type { Config } from '../config/index.ts';
 import { ApiError } from '../errors/index.ts';
-import { LazyRequestLogger, type Logger, type Telemetry, UNMATCHED_ROUTE } from '../telemetry/index.ts';
+import {
+  LazyRequestLogger,
+  type Logger,
+  outcomeOf,
+  type Telemetry,
+  UNMATCHED_ROUTE,
+} from '../telemetry/index.ts';
 import { trackConnections } from './drain.ts';
 import { sendApiError, setTracingHeaders } from './error-reply.ts';
 import { Refusals } from './refusals.ts';
@@ -113,7 +119,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     if (deps.instrument === false) return;
     const recorder = telemetry.controllers.get(path);
     const record: onResponseHookHandler = (_request, reply, done) => {
-      recorder.record(reply.elapsedTime, reply.statusCode >= 400);
+      recorder.record(reply.elapsedTime, outcomeOf(reply.statusCode));
       done();
     };
     const existing = route.onResponse;
@@ -132,7 +138,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
       const path = pathOf(request.url);
       // Wrong method on a known path is recorded under that path; everything else shares one key.
       const recorder = staticRoutes.has(path) ? telemetry.controllers.get(path) : unmatched;
-      recorder.record(reply.elapsedTime, reply.statusCode >= 400);
+      recorder.record(reply.elapsedTime, outcomeOf(reply.statusCode));
       done();
     });
     scope.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {

@@ -1,5 +1,5 @@
 import { describeCause } from '../errors/index.ts';
-import { Recorder } from '../telemetry/index.ts';
+import { OK, Recorder, SERVER_ERROR } from '../telemetry/index.ts';
 import type { Clock } from '../time/index.ts';
 
 /**
@@ -17,12 +17,12 @@ export class QueryStats {
   }
 
   ok(startedAt: number): void {
-    this.recorder.record(this.clock.monotonic() - startedAt, false);
+    this.recorder.record(this.clock.monotonic() - startedAt, OK);
     this.up = true;
   }
 
   failed(startedAt: number, err: unknown, unavailable: boolean): void {
-    this.recorder.record(this.clock.monotonic() - startedAt, true);
+    this.recorder.record(this.clock.monotonic() - startedAt, SERVER_ERROR);
     this.lastError = describeCause(err);
     if (unavailable) this.up = false;
   }

@@ -10,7 +10,19 @@ export {
 export { type HostSection, HostStats } from './host-stats.ts';
 export { createLogger, LazyRequestLogger, type Logger, type LoggerOptions, REDACT_PATHS } from './logger.ts';
 export { DEFAULT_RELATIVE_ACCURACY, QuantileSketch } from './quantile-sketch.ts';
-export { escapeLabelValue, Recorder, type RecorderEntry, RecorderGroup } from './recorder.ts';
+export {
+  CLIENT_ERROR,
+  escapeLabelValue,
+  OK,
+  type Outcome,
+  outcomeOf,
+  type RecentEntry,
+  RecentWindow,
+  Recorder,
+  type RecorderEntry,
+  RecorderGroup,
+  SERVER_ERROR,
+} from './recorder.ts';
 export {
   type FamilyWriter,
   type HttpSection,

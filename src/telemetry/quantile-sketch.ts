@@ -112,6 +112,38 @@ export class QuantileSketch {
     else this.#grow(index);
   }
 
+  /** Empties the sketch, keeping its store for reuse (a recent-window slot is cleared each lap). */
+  clear(): void {
+    this.#counts.fill(0);
+    this.#zero = 0;
+    this.#count = 0;
+    this.#min = Number.POSITIVE_INFINITY;
+    this.#max = Number.NEGATIVE_INFINITY;
+  }
+
+  /** Adds every value of `other` (same accuracy) to this sketch: the merge of two DDSketches is exact. */
+  merge(other: QuantileSketch): void {
+    if (other.relativeAccuracy !== this.relativeAccuracy)
+      throw new RangeError('sketches of different accuracy');
+    if (other.#count === 0) return;
+    this.#count += other.#count;
+    this.#zero += other.#zero;
+    if (other.#min < this.#min) this.#min = other.#min;
+    if (other.#max > this.#max) this.#max = other.#max;
+    const counts = other.#counts;
+    for (let i = 0; i < counts.length; i++) {
+      const c = counts[i]!;
+      if (c === 0) continue;
+      const index = i + other.#offset;
+      const slot = index - this.#offset;
+      if (slot >= 0 && slot < this.#counts.length) this.#counts[slot]! += c;
+      else {
+        this.#grow(index);
+        this.#counts[index - this.#offset]! += c - 1;
+      }
+    }
+  }
+
   /**
    * The nearest-rank quantile (contract §17): the smallest recorded value that at least a share q
    * of the samples do not exceed, i.e. the value of rank ⌈q·n⌉ (1-based) in sorted order — so p95

@@ -7,12 +7,90 @@ import {
   QuantileSketch,
 } from './quantile-sketch.ts';
 
-/** The seed's recorder entry: what the ACP shows per route and per list response. */
+/**
+ * How a recorded call ended. Routes tell a caller's mistake (4xx) from their own failure (5xx);
+ * everything else that fails (a query, a task, an outgoing call) counts as a server error.
+ */
+export const OK = 0;
+export const CLIENT_ERROR = 1;
+export const SERVER_ERROR = 2;
+export type Outcome = typeof OK | typeof CLIENT_ERROR | typeof SERVER_ERROR;
+
+/** The outcome of an HTTP answer by its status code. */
+export function outcomeOf(status: number): Outcome {
+  return status >= 500 ? SERVER_ERROR : status >= 400 ? CLIENT_ERROR : OK;
+}
+
+/** The last few minutes of a recorder (§17 `recent`). */
+export interface RecentEntry {
+  window_s: number;
+  count: number;
+  errors: number;
+  server_errors: number;
+  avg_ms: number;
+  p95_ms: number;
+}
+
+/** The seed's recorder entry, with the §17 split of errors and the recent window. */
 export interface RecorderEntry {
   count: number;
   errors: number;
+  client_errors: number;
+  server_errors: number;
   avg_ms: number;
   p95_ms: number;
+  /** Present when the recorder keeps a window (routes and tasks do). */
+  recent?: RecentEntry;
+}
+
+/**
+ * Time cut into slots for the recent windows of a group of recorders. `current` is the slot
+ * number recorders write into; it moves when {@link RecentWindow.sync} reads the clock (a timer
+ * of the telemetry hub, and every read of a window), so `record()` never reads a clock itself.
+ */
+export class RecentWindow {
+  readonly slotMs: number;
+  readonly slots: number;
+  readonly #now: () => number;
+  current: number;
+
+  constructor(opts: { slotMs: number; slots: number; now: () => number }) {
+    this.slotMs = opts.slotMs;
+    this.slots = opts.slots;
+    this.#now = opts.now;
+    this.current = Math.floor(opts.now() / opts.slotMs);
+  }
+
+  /** Seconds the window spans: the slot under way and the ones before it. */
+  get seconds(): number {
+    return (this.slotMs * this.slots) / 1000;
+  }
+
+  sync(): number {
+    const slot = Math.floor(this.#now() / this.slotMs);
+    // A clock stepping backwards must not reopen old slots: the window only moves forward.
+    if (slot > this.current) this.current = slot;
+    return this.current;
+  }
+}
+
+/** One slot of a recent window: the same figures as the recorder, for that stretch of time only. */
+class Slot {
+  epoch = -1;
+  count = 0;
+  errors = 0;
+  serverErrors = 0;
+  sum = 0;
+  readonly sketch = new QuantileSketch(DEFAULT_RELATIVE_ACCURACY);
+
+  reset(epoch: number): void {
+    this.epoch = epoch;
+    this.count = 0;
+    this.errors = 0;
+    this.serverErrors = 0;
+    this.sum = 0;
+    this.sketch.clear();
+  }
 }
 
 const round3 = (x: number) => Math.round(x * 1000) / 1000;
@@ -54,20 +132,34 @@ function bucketHints(bounds: readonly number[], mapping: LogMapping): BucketHint
 export class Recorder {
   count = 0;
   errors = 0;
+  clientErrors = 0;
+  serverErrors = 0;
   sum = 0;
   /** Upper bounds in ms; frozen, shared by every recorder of a group. */
   readonly bounds: readonly number[];
   /** Per-bucket (non-cumulative) counts; the last slot is +Inf. */
   readonly buckets: Float64Array;
-  readonly sketch = new QuantileSketch(DEFAULT_RELATIVE_ACCURACY);
+  /**
+   * The p95 sketch since start. With a recent window it holds only what has left the window's
+   * slots: each value is added to one sketch (its slot's), and a slot is merged in here when it is
+   * reused, so the window costs `record()` almost nothing; reads merge the slots back in.
+   */
+  readonly #sketch = new QuantileSketch(DEFAULT_RELATIVE_ACCURACY);
   /** Pre-escaped exposition label set for this recorder, e.g. `route="/go/:slug"`. */
   labels = '';
   readonly #mapping: LogMapping;
   readonly #hints: Uint8Array;
   readonly #firstHint: number;
+  readonly #window: RecentWindow | undefined;
+  /** The ring of the recent window (empty without one); slot `epoch % length` holds that epoch. */
+  readonly #slots: Slot[];
+  /** The slot written last, kept so that a record in the same slot costs one comparison. */
+  #slot: Slot | undefined;
 
-  constructor(bounds: readonly number[]) {
+  constructor(bounds: readonly number[], window?: RecentWindow) {
     this.bounds = bounds;
+    this.#window = window;
+    this.#slots = window === undefined ? [] : Array.from({ length: window.slots }, () => new Slot());
     this.buckets = new Float64Array(bounds.length + 1);
     this.#mapping = mappingFor(DEFAULT_RELATIVE_ACCURACY);
     const h = bucketHints(bounds, this.#mapping);
@@ -75,36 +167,94 @@ export class Recorder {
     this.#firstHint = h.first;
   }
 
-  record(durationMs: number, isError: boolean): void {
+  /** Records one call; `outcome` is {@link OK}, {@link CLIENT_ERROR} or {@link SERVER_ERROR}. */
+  record(durationMs: number, outcome: Outcome): void {
     const ms = durationMs > 0 ? durationMs : 0;
     this.count++;
     this.sum += ms;
-    if (isError) this.errors++;
-    const bounds = this.bounds;
-    let b = 0;
-    if (ms > MIN_VALUE) {
-      const k = this.#mapping.index(ms > MAX_VALUE ? MAX_VALUE : ms);
-      this.sketch.addIndexed(ms, k);
-      b = this.#hints[k - this.#firstHint]!;
-    } else {
-      this.sketch.addIndexed(ms, undefined);
+    if (outcome !== OK) {
+      this.errors++;
+      if (outcome === SERVER_ERROR) this.serverErrors++;
+      else this.clientErrors++;
     }
+    const k = ms > MIN_VALUE ? this.#mapping.index(ms > MAX_VALUE ? MAX_VALUE : ms) : undefined;
+    if (this.#window === undefined) this.#sketch.addIndexed(ms, k);
+    else this.#recordRecent(ms, k, outcome, this.#window.current);
+    const bounds = this.bounds;
+    let b = k === undefined ? 0 : this.#hints[k - this.#firstHint]!;
     // `le` is inclusive: a value equal to a bound belongs to that bound's bucket.
     while (b < bounds.length && ms > bounds[b]!) b++;
     this.buckets[b]!++;
   }
 
+  #recordRecent(ms: number, k: number | undefined, outcome: Outcome, epoch: number): void {
+    let slot = this.#slot;
+    if (slot === undefined || slot.epoch !== epoch) {
+      slot = this.#slots[epoch % this.#slots.length]!;
+      if (slot.epoch !== epoch) {
+        this.#sketch.merge(slot.sketch);
+        slot.reset(epoch);
+      }
+      this.#slot = slot;
+    }
+    slot.count++;
+    slot.sum += ms;
+    if (outcome !== OK) {
+      slot.errors++;
+      if (outcome === SERVER_ERROR) slot.serverErrors++;
+    }
+    slot.sketch.addIndexed(ms, k);
+  }
+
+  /** A quantile of every value recorded since start. */
   quantile(q: number): number {
-    return this.sketch.quantile(q);
+    if (this.#window === undefined) return this.#sketch.quantile(q);
+    const all = new QuantileSketch(DEFAULT_RELATIVE_ACCURACY);
+    all.merge(this.#sketch);
+    for (const slot of this.#slots) all.merge(slot.sketch);
+    return all.quantile(q);
+  }
+
+  /** The recent window's figures (undefined without a window), merged from its live slots. */
+  recent(): RecentEntry | undefined {
+    const w = this.#window;
+    if (w === undefined) return undefined;
+    const now = w.sync();
+    const merged = new QuantileSketch(DEFAULT_RELATIVE_ACCURACY);
+    let count = 0;
+    let errors = 0;
+    let serverErrors = 0;
+    let sum = 0;
+    for (const slot of this.#slots) {
+      if (slot.epoch <= now - w.slots || slot.epoch > now || slot.count === 0) continue;
+      count += slot.count;
+      errors += slot.errors;
+      serverErrors += slot.serverErrors;
+      sum += slot.sum;
+      merged.merge(slot.sketch);
+    }
+    return {
+      window_s: w.seconds,
+      count,
+      errors,
+      server_errors: serverErrors,
+      avg_ms: count === 0 ? 0 : round3(sum / count),
+      p95_ms: round3(merged.quantile(0.95)),
+    };
   }
 
   entry(): RecorderEntry {
-    return {
+    const out: RecorderEntry = {
       count: this.count,
       errors: this.errors,
+      client_errors: this.clientErrors,
+      server_errors: this.serverErrors,
       avg_ms: this.count === 0 ? 0 : round3(this.sum / this.count),
-      p95_ms: round3(this.sketch.quantile(0.95)),
+      p95_ms: round3(this.quantile(0.95)),
     };
+    const recent = this.recent();
+    if (recent !== undefined) out.recent = recent;
+    return out;
   }
 
   /** Cumulative counts per bound, the last one (+Inf) equal to `count`. */
@@ -134,17 +284,20 @@ export class Recorder {
 export class RecorderGroup {
   readonly bounds: readonly number[];
   readonly label: string;
+  /** The recent window every recorder of the group keeps, when the group has one. */
+  readonly window: RecentWindow | undefined;
   readonly #byKey = new Map<string, Recorder>();
 
-  constructor(label: string, bounds: readonly number[]) {
+  constructor(label: string, bounds: readonly number[], window?: RecentWindow) {
     this.label = label;
     this.bounds = Object.freeze([...bounds]);
+    this.window = window;
   }
 
   get(key: string): Recorder {
     let r = this.#byKey.get(key);
     if (r === undefined) {
-      r = new Recorder(this.bounds);
+      r = new Recorder(this.bounds, this.window);
       r.labels = `${this.label}="${escapeLabelValue(key)}"`;
       this.#byKey.set(key, r);
     }
@@ -163,7 +316,7 @@ export class RecorderGroup {
     return this.#byKey.entries();
   }
 
-  /** `{key: {count, errors, avg_ms, p95_ms}}`, keys sorted for stable output. */
+  /** `{key: {count, errors, client_errors, server_errors, avg_ms, p95_ms, recent?}}`, keys sorted. */
   snapshot(): Record<string, RecorderEntry> {
     const out: Record<string, RecorderEntry> = {};
     for (const key of [...this.#byKey.keys()].sort()) out[key] = this.#byKey.get(key)!.entry();

@@ -2,7 +2,7 @@ import { collectDefaultMetrics, Registry } from 'prom-client';
 import type { Clock } from '../time/index.ts';
 import { CONTENT_TYPES, type ExpositionFormat, ExpositionWriter } from './exposition.ts';
 import { type HostSection, HostStats } from './host-stats.ts';
-import { escapeLabelValue, Recorder, type RecorderEntry, RecorderGroup } from './recorder.ts';
+import { escapeLabelValue, RecentWindow, Recorder, type RecorderEntry, RecorderGroup } from './recorder.ts';
 
 /**
  * prom-client's gauges named like counters (`promtool check metrics`: "non-counter metrics should
@@ -15,6 +15,13 @@ const GAUGES_NAMED_LIKE_COUNTERS = [
   'nodejs_active_requests_total',
   'nodejs_active_resources_total',
 ];
+
+/** The routes' `recent` window (§17): five minutes in 30-second slots. */
+const ROUTE_WINDOW = { slotMs: 30_000, slots: 10 };
+/** The tasks' window for `p95_last_hour`: an hour in 6-minute slots. */
+const TASK_WINDOW = { slotMs: 360_000, slots: 10 };
+/** How often the windows look at the clock; a call lands at most this late in its slot. */
+const WINDOW_SYNC_MS = 1000;
 
 /** Route key shared by every request that matched no route, so scanners cannot grow the map. */
 export const UNMATCHED_ROUTE = '__unmatched__';
@@ -85,6 +92,8 @@ export class Telemetry {
   readonly #sections = new Map<SectionName, () => unknown>();
   readonly #families: FamilyWriter[] = [];
   readonly #process: Record<ExpositionFormat, Registry> | undefined;
+  readonly #windows: RecentWindow[];
+  #windowTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: TelemetryOptions) {
     this.clock = opts.clock;
@@ -94,8 +103,12 @@ export class Telemetry {
     this.prefix = opts.prefix;
     this.#isLeader = opts.isLeader;
     this.#leaderId = opts.leaderId ?? (() => (opts.isLeader() ? opts.serverId : undefined));
-    this.controllers = new RecorderGroup('route', opts.controllerBucketsMs);
-    this.tasks = new RecorderGroup('task', opts.taskBucketsMs);
+    const now = () => opts.clock.now();
+    const routeWindow = new RecentWindow({ ...ROUTE_WINDOW, now });
+    const taskWindow = new RecentWindow({ ...TASK_WINDOW, now });
+    this.#windows = [routeWindow, taskWindow];
+    this.controllers = new RecorderGroup('route', opts.controllerBucketsMs, routeWindow);
+    this.tasks = new RecorderGroup('task', opts.taskBucketsMs, taskWindow);
     this.http = { recorder: new Recorder(Object.freeze([...opts.httpBucketsMs])), retries: 0 };
     this.host = new HostStats(opts.clock, opts.serverId, opts.isLeader, this.#leaderId);
     this.#sections.set('cache', () => ({
@@ -144,10 +157,15 @@ export class Telemetry {
 
   start(): void {
     this.host.start();
+    this.#windowTimer ??= setInterval(() => {
+      for (const w of this.#windows) w.sync();
+    }, WINDOW_SYNC_MS).unref();
   }
 
   stop(): void {
     this.host.stop();
+    clearInterval(this.#windowTimer);
+    this.#windowTimer = undefined;
   }
 
   /** Replaces the zero-filled default of a section with a live provider. */
@@ -208,8 +226,18 @@ export class Telemetry {
     );
     w.counter(
       'controller_errors',
-      'Calls per route that ended in an API error.',
+      'Calls per route that ended in an API error (client and server errors).',
       controllers.map((r) => [r.labels, r.errors] as const),
+    );
+    w.counter(
+      'controller_client_errors',
+      'Calls per route answered with a 4xx API error (the caller was wrong).',
+      controllers.map((r) => [r.labels, r.clientErrors] as const),
+    );
+    w.counter(
+      'controller_server_errors',
+      'Calls per route answered with a 5xx API error (this node failed).',
+      controllers.map((r) => [r.labels, r.serverErrors] as const),
     );
     w.histogram('controller_duration_milliseconds', 'Handler latency per route, milliseconds.', controllers);
 

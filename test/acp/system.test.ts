@@ -348,3 +348,36 @@ describe('health', () => {
     }
   });
 });
+
+describe('faults apart from noise (§17)', () => {
+  test('4xx and 5xx are counted apart, in the totals, the recent window and the exposition', async () => {
+    const t = await startTestNode();
+    try {
+      for (let i = 0; i < 2; i++) await (await fetch(`${t.url}/nowhere`)).arrayBuffer();
+      await (await fetch(`${t.url}/readyz`)).arrayBuffer();
+      await t.node.storage.close();
+      const down = await fetch(`${t.url}/readyz`);
+      await down.arrayBuffer();
+      assert.equal(down.status, 503);
+      const m = t.node.telemetry.systemMetrics();
+      const ready = m.controllers['/readyz']!;
+      const unmatched = m.controllers.__unmatched__!;
+      assert.deepEqual([ready.count, ready.errors, ready.client_errors, ready.server_errors], [2, 1, 0, 1]);
+      assert.deepEqual(
+        [unmatched.count, unmatched.errors, unmatched.client_errors, unmatched.server_errors],
+        [2, 2, 2, 0],
+      );
+      assert.deepEqual(
+        { ...ready.recent, avg_ms: 0, p95_ms: 0 },
+        { window_s: 300, count: 2, errors: 1, server_errors: 1, avg_ms: 0, p95_ms: 0 },
+      );
+      const { body } = await t.node.telemetry.exposition('text');
+      assert.ok(body.includes('sluice_controller_server_errors_total{route="/readyz"} 1\n'));
+      assert.ok(body.includes('sluice_controller_client_errors_total{route="/readyz"} 0\n'));
+      assert.ok(body.includes('sluice_controller_client_errors_total{route="__unmatched__"} 2\n'));
+      assert.ok(body.includes('sluice_controller_errors_total{route="__unmatched__"} 2\n'));
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -151,6 +151,7 @@ describe('scheduler driven by an injected clock', () => {
         failures: 2,
         running: false,
         p95_duration_ms: rt.p95,
+        p95_last_hour: rt.p95,
         last_duration_ms: 50,
         last_error: null,
       },
@@ -161,6 +162,10 @@ describe('scheduler driven by an injected clock', () => {
     assert.ok(body.includes('sluice_task_running{task="flaky"} 0\n'));
     assert.ok(body.includes('sluice_task_last_duration_milliseconds{task="flaky"} 50\n'));
     assert.ok(body.includes('sluice_task_duration_milliseconds_bucket{task="flaky",le="10"} 2\n'));
+    // An hour later the runs have left the last hour; the p95 since start stays.
+    clock.advance(3_600_000);
+    const later = scheduler.list()[0]!.runtime;
+    assert.deepEqual([later.p95, later.p95_last_hour], [rt.p95, 0]);
   });
 
   test('leader tasks run only on the leader; run-now answers 409 task.not_leader on a follower', async () => {

@@ -97,6 +97,7 @@ describe('cron tasks through the ACP, with real task kinds', () => {
       'last_finished_at',
       'last_started_at',
       'p95',
+      'p95_last_hour',
       'running',
       'running_since',
       'runs',

@@ -109,7 +109,15 @@ describe('sluice doctor against a live node', () => {
     const go = procedure(report, 0, 'route_errors').items.find(
       (i: { subject: string }) => i.subject === '/go/:slug',
     );
-    assert.deepEqual(Object.keys(go.data).sort(), ['avg_ms', 'count', 'errors', 'p95_ms']);
+    assert.deepEqual(Object.keys(go.data).sort(), [
+      'avg_ms',
+      'client_errors',
+      'count',
+      'errors',
+      'p95_ms',
+      'recent',
+      'server_errors',
+    ]);
     assert.equal(procedure(report, 0, 'acp_health').status, 'ok');
     assert.equal(procedure(report, 0, 'running_tasks').status, 'ok');
     assert.equal(procedure(report, 0, 'leader_tasks').status, 'ok');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ExpositionWriter, negotiateFormat, Recorder, Telemetry } from '../../src/telemetry/index.ts';
+import { ExpositionWriter, negotiateFormat, OK, Recorder, Telemetry } from '../../src/telemetry/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
 
 function sample(format: 'text' | 'openmetrics'): string {
@@ -12,7 +12,7 @@ function sample(format: 'text' | 'openmetrics'): string {
   w.gauge('up', 'Is it up.', [['', 1]]);
   const r = new Recorder(Object.freeze([1, 5]));
   r.labels = 'route="/x"';
-  for (const v of [0.5, 1, 3, 7]) r.record(v, false);
+  for (const v of [0.5, 1, 3, 7]) r.record(v, OK);
   w.histogram('duration_milliseconds', 'Latency, ms.', [r]);
   return w.finish();
 }
