@@ -1,7 +1,14 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import { createOperator } from './auth/index.ts';
-import { ConfigError, DEFAULT_TASK_P95_MS, loadConfig, ROLES, type Role } from './config/index.ts';
+import {
+  ConfigError,
+  DEFAULT_CLIENT_ERROR_RATE,
+  DEFAULT_TASK_P95_MS,
+  loadConfig,
+  ROLES,
+  type Role,
+} from './config/index.ts';
 import { formatReport, runDoctor } from './doctor/index.ts';
 import { ApiError } from './errors/index.ts';
 import { startNode } from './main.ts';
@@ -25,6 +32,7 @@ Commands:
   operator revoke --name NAME                   revoke an operator's token
   doctor --url URL [--url URL2] --token TOKEN   run the seven operator procedures against nodes
          [--urls URL,URL2] [--task-p95-ms N]    (version audit across nodes; token also SLUICE_TOKEN)
+         [--client-error-rate R]                (0–1: a route's recent 4xx share that is a finding)
          [--json]                               exit 0 healthy, 1 findings, 2 unreachable/refused
   migrate                                       apply pending database migrations and exit
   demo                                          create demo flows (demo, demo-position) if missing
@@ -91,6 +99,7 @@ const doctorOptions = {
   urls: { type: 'string' },
   token: { type: 'string' },
   'task-p95-ms': { type: 'string' },
+  'client-error-rate': { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -163,7 +172,11 @@ async function doctor(args: string[]): Promise<number> {
   const level = values['task-p95-ms'] === undefined ? DEFAULT_TASK_P95_MS : Number(values['task-p95-ms']);
   if (!Number.isInteger(level) || level < 1)
     throw new UsageError('--task-p95-ms must be a positive integer (ms)');
-  const report = await runDoctor({ urls, token, taskP95Ms: level });
+  const rateArg = values['client-error-rate'];
+  const rate = rateArg === undefined ? DEFAULT_CLIENT_ERROR_RATE : Number(rateArg);
+  if (rateArg?.trim() === '' || !(rate >= 0 && rate <= 1))
+    throw new UsageError('--client-error-rate must be a number from 0 to 1');
+  const report = await runDoctor({ urls, token, taskP95Ms: level, clientErrorRate: rate });
   process.stdout.write(
     values.json
       ? `${JSON.stringify(report, null, 2)}\n`

@@ -254,6 +254,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       commit: build.commit,
       version: build.version,
       taskP95Ms: config.acp.task_p95_ms,
+      clientErrorRate: config.acp.client_error_rate,
     });
     registerConsole(app);
     registerGoRoute(app, routing, clock, opts.random);

@@ -9,7 +9,10 @@ import type { Clock } from '../time/index.ts';
 import type { AcpRouter } from './acp-router.ts';
 
 export const ProceduresBody = Type.Object(
-  { task_p95_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })) },
+  {
+    task_p95_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
+    client_error_rate: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+  },
   { additionalProperties: false },
 );
 
@@ -23,6 +26,8 @@ export interface ConsoleRoutesDeps {
   version: string | undefined;
   /** `acp.task_p95_ms`: procedure 3's level when the body names none. */
   taskP95Ms: number;
+  /** `acp.client_error_rate`: procedure 5's client-error rate when the body names none. */
+  clientErrorRate: number;
 }
 
 /**
@@ -43,6 +48,7 @@ export function registerConsoleRoutes(acp: AcpRouter, deps: ConsoleRoutesDeps): 
       commit: deps.commit,
       version: deps.version ?? null,
       task_p95_ms: deps.taskP95Ms,
+      client_error_rate: deps.clientErrorRate,
     }),
   });
   acp.add({
@@ -51,6 +57,7 @@ export function registerConsoleRoutes(acp: AcpRouter, deps: ConsoleRoutesDeps): 
     body: ProceduresBody,
     handler: ({ body, principal }) => {
       const taskP95Ms = body.task_p95_ms ?? deps.taskP95Ms;
+      const clientErrorRate = body.client_error_rate ?? deps.clientErrorRate;
       const report = evaluate(
         {
           url: '',
@@ -64,10 +71,10 @@ export function registerConsoleRoutes(acp: AcpRouter, deps: ConsoleRoutesDeps): 
           problems: [],
           now: clock.now(),
         },
-        { taskP95Ms },
+        { taskP95Ms, clientErrorRate },
       );
       const { url: _url, ...rest } = report;
-      return { ...rest, task_p95_ms: taskP95Ms };
+      return { ...rest, task_p95_ms: taskP95Ms, client_error_rate: clientErrorRate };
     },
   });
 }

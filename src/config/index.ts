@@ -12,6 +12,7 @@ export {
   type Config,
   ConfigSchema,
   type CronTaskConfig,
+  DEFAULT_CLIENT_ERROR_RATE,
   DEFAULT_TASK_P95_MS,
   DEFAULT_TASKS,
   LOG_LEVELS,

@@ -25,6 +25,8 @@ const Sha256Hex = (opts: { secret?: boolean } = {}) =>
 
 /** The task p95 service level (ms) of operator procedure 3, when neither the console nor doctor names one. */
 export const DEFAULT_TASK_P95_MS = 5000;
+/** Procedure 5's client-error rate (share of a route's recent calls answered 4xx) that is a finding. */
+export const DEFAULT_CLIENT_ERROR_RATE = 0.5;
 
 /**
  * Text without control characters (Unicode Cc: U+0000–U+001F, U+007F–U+009F). PostgreSQL TEXT
@@ -169,6 +171,12 @@ export const ConfigSchema = Type.Object(
           maximum: 86_400_000,
           default: DEFAULT_TASK_P95_MS,
           description: 'agreed task p95 level (ms) the console checks procedure 3 against',
+        }),
+        client_error_rate: Type.Number({
+          minimum: 0,
+          maximum: 1,
+          default: DEFAULT_CLIENT_ERROR_RATE,
+          description: "share of a route's recent calls answered 4xx above which procedure 5 reports it",
         }),
         auth_rate_limit: Type.Object(
           {

@@ -15,6 +15,8 @@ export interface DoctorOptions {
   urls: readonly string[];
   token: string;
   taskP95Ms: number;
+  /** Procedure 5's client-error rate. */
+  clientErrorRate: number;
   /** Per ACP call. */
   timeoutMs?: number;
   now?: () => number;
@@ -27,6 +29,7 @@ export type NodeResult =
 export interface DoctorReport {
   generated_at: string;
   task_p95_ms: number;
+  client_error_rate: number;
   healthy: boolean;
   exit_code: number;
   nodes: NodeResult[];
@@ -151,7 +154,10 @@ export async function runDoctor(o: DoctorOptions): Promise<DoctorReport> {
     o.urls.map(async (url): Promise<NodeResult> => {
       try {
         const snapshot = await gather(url, o.token, o.timeoutMs ?? 10_000, now);
-        return { ...evaluate(snapshot, { taskP95Ms: o.taskP95Ms }), reachable: true };
+        return {
+          ...evaluate(snapshot, { taskP95Ms: o.taskP95Ms, clientErrorRate: o.clientErrorRate }),
+          reachable: true,
+        };
       } catch (err) {
         if (err instanceof UnreachableError) return { url, reachable: false, error: err.message };
         throw err;
@@ -173,6 +179,7 @@ export async function runDoctor(o: DoctorOptions): Promise<DoctorReport> {
   return {
     generated_at: new Date(now()).toISOString(),
     task_p95_ms: o.taskP95Ms,
+    client_error_rate: o.clientErrorRate,
     healthy: exit_code === DOCTOR_EXIT.healthy,
     exit_code,
     nodes,

@@ -6,6 +6,7 @@
 
 import type { TaskItem } from '../cron/index.ts';
 import type { FailedCall } from '../http-client/index.ts';
+import { type RecorderEntry, UNMATCHED_ROUTE } from '../telemetry/index.ts';
 
 /**
  * A task item as `/acp/cron-tasks/list` returns it (only the fields the procedures read).
@@ -13,6 +14,7 @@ import type { FailedCall } from '../http-client/index.ts';
  */
 export type TaskView = Pick<TaskItem, 'name' | 'kind' | 'execution_scope' | 'enabled' | 'next_run_at'> &
   Partial<Pick<TaskItem, 'timeout_ms'>> & {
+    /** `p95_last_hour` is optional: an older node does not send it (its `p95` is judged instead). */
     runtime: Pick<
       TaskItem['runtime'],
       | 'running'
@@ -23,16 +25,13 @@ export type TaskView = Pick<TaskItem, 'name' | 'kind' | 'execution_scope' | 'ena
       | 'last_error'
       | 'failures_last_hour'
       | 'failures_prev_hour'
-    >;
+    > &
+      Partial<Pick<TaskItem['runtime'], 'p95_last_hour'>>;
   };
 
-/** A recorder entry of `controllers` (§5). */
-export interface ControllerEntry {
-  count: number;
-  errors: number;
-  avg_ms: number;
-  p95_ms: number;
-}
+/** A recorder entry of `controllers` (§5, §17); the §17 fields are absent from an older node's. */
+export type ControllerEntry = Pick<RecorderEntry, 'count' | 'errors' | 'avg_ms' | 'p95_ms'> &
+  Partial<Pick<RecorderEntry, 'client_errors' | 'server_errors' | 'recent'>>;
 
 /** A failed outgoing call as `/acp/http-client/recent-failures` returns it (fields read here). */
 export type FailedCallView = Pick<FailedCall, 'at' | 'task' | 'method' | 'url' | 'status' | 'error'>;
@@ -98,7 +97,12 @@ export interface NodeReport {
 export interface ProcedureOptions {
   /** Procedure 3's agreed level in ms. */
   taskP95Ms: number;
+  /** Procedure 5: the share of a route's recent calls answered 4xx above which that is a finding. */
+  clientErrorRate: number;
 }
+
+/** Procedure 5 judges a client-error rate only over at least this many recent calls. */
+export const CLIENT_ERROR_MIN_CALLS = 20;
 
 /** A "sharp rise": at least this many failures in the last hour… */
 export const RISE_MIN_FAILURES = 3;
@@ -184,19 +188,27 @@ export function failureRise(s: NodeSnapshot): ProcedureResult {
   return result('failure_rise', items, 'no task fails more than the hour before');
 }
 
-/** 3. Tasks whose p95 exceeds the agreed level: they probably wait on an external service. */
+/**
+ * 3. Tasks whose p95 over the last hour exceeds the agreed level: they probably wait on an
+ * external service. The last hour, not since start: a task that became slow is seen within the
+ * hour, and one that recovered stops being flagged (an older node without it: since start).
+ */
 export function taskP95(s: NodeSnapshot, o: ProcedureOptions): ProcedureResult {
-  const items = s.tasks
-    .filter((t) => t.runtime.runs > 0 && t.runtime.p95 > o.taskP95Ms)
-    .map(
-      (t): ProcedureItem => ({
+  const items = s.tasks.flatMap((t): ProcedureItem[] => {
+    const lastHour = t.runtime.p95_last_hour;
+    const p95 = lastHour ?? t.runtime.p95;
+    if (t.runtime.runs === 0 || !(p95 > o.taskP95Ms)) return [];
+    const over = lastHour === undefined ? 'since start' : 'over the last hour';
+    return [
+      {
         subject: t.name,
-        message: `p95 ${t.runtime.p95} ms over the agreed ${o.taskP95Ms} ms (kind ${t.kind}: does it wait on an external service?)`,
+        message: `p95 ${p95} ms ${over}, above the agreed ${o.taskP95Ms} ms (kind ${t.kind}: does it wait on an external service?)`,
         finding: true,
-        data: { p95_ms: t.runtime.p95, level_ms: o.taskP95Ms },
-      }),
-    );
-  return result('task_p95', items, `every task's p95 is within ${o.taskP95Ms} ms`);
+        data: { p95_ms: p95, p95_since_start_ms: t.runtime.p95, level_ms: o.taskP95Ms },
+      },
+    ];
+  });
+  return result('task_p95', items, `every task's p95 over the last hour is within ${o.taskP95Ms} ms`);
 }
 
 /** 4. Leader-scoped tasks that do not run: is this node the leader, is the scope right? */
@@ -256,24 +268,53 @@ export function leaderTasks(s: NodeSnapshot): ProcedureResult {
   return result('leader_tasks', items, summary);
 }
 
-/** 5. Routes whose `errors` > 0, each with its controllers entry. */
-export function routeErrors(s: NodeSnapshot): ProcedureResult {
+const percent = (x: number) => `${Math.round(x * 1000) / 10} %`;
+
+/**
+ * 5. Routes with errors. A server error (5xx) in the last five minutes is a finding: the node
+ * failed. Client errors (4xx: a mistyped token, a form mistake, a stray `/go/typo`) are shown with
+ * their recent rate and are a finding only when most recent calls of a route fail that way
+ * (above `clientErrorRate` of at least {@link CLIENT_ERROR_MIN_CALLS} calls) — never for requests
+ * matching no route, which are scanners' and typos' by nature. Errors that are only older than the
+ * window are shown, not flagged. An older node without the split: every error is a finding.
+ */
+export function routeErrors(s: NodeSnapshot, o: ProcedureOptions): ProcedureResult {
   const controllers = obj(s.metrics?.controllers) ?? {};
   const items: ProcedureItem[] = [];
   for (const [route, raw] of Object.entries(controllers)) {
     const e = obj(raw) as ControllerEntry | undefined;
     if (!e || !(e.errors > 0)) continue;
-    const unmatched = route === '__unmatched__';
+    const unmatched = route === UNMATCHED_ROUTE;
+    const what = unmatched ? ' (requests matching no route)' : '';
+    const since = `${e.errors} of ${e.count} calls failed since start (avg ${e.avg_ms} ms, p95 ${e.p95_ms} ms)`;
+    const recent = e.recent;
+    if (recent === undefined || e.server_errors === undefined) {
+      items.push({ subject: route, message: since + what, finding: !unmatched, data: { ...e } });
+      continue;
+    }
+    const client = recent.errors - recent.server_errors;
+    const rate = recent.count === 0 ? 0 : client / recent.count;
+    const parts: string[] = [];
+    if (recent.server_errors > 0) parts.push(`${plural(recent.server_errors, 'server error')} (5xx)`);
+    if (client > 0) parts.push(`${plural(client, 'client error')} (4xx, ${percent(rate)} of calls)`);
+    const clientFinding = !unmatched && recent.count >= CLIENT_ERROR_MIN_CALLS && rate > o.clientErrorRate;
     items.push({
       subject: route,
-      message: `${e.errors} of ${e.count} calls failed (avg ${e.avg_ms} ms, p95 ${e.p95_ms} ms)${unmatched ? ': requests matching no route' : ''}`,
-      // Stray paths (scanners, typos) are worth seeing but are not a route's fault.
-      finding: !unmatched,
-      data: { ...e },
+      message:
+        (parts.length > 0
+          ? `last ${recent.window_s / 60} minutes: ${parts.join(', ')} of ${plural(recent.count, 'call')}; `
+          : `no errors in the last ${recent.window_s / 60} minutes; `) +
+        `${e.server_errors} server and ${e.client_errors} client errors of ${plural(e.count, 'call')} since start${what}`,
+      finding: recent.server_errors > 0 || clientFinding,
+      data: { ...e, recent_client_error_rate: Math.round(rate * 10_000) / 10_000 },
     });
   }
   items.sort((a, b) => Number(b.finding) - Number(a.finding) || a.subject.localeCompare(b.subject));
-  return result('route_errors', items, 'no route has errors');
+  return result(
+    'route_errors',
+    items,
+    items.length === 0 ? 'no route has errors' : 'no recent server errors; client errors within the rate',
+  );
 }
 
 /** 6. ACP health: metrics arrive, controllers present, `host.uptime_seconds` readable. */
@@ -343,7 +384,7 @@ export function evaluate(s: NodeSnapshot, o: ProcedureOptions): NodeReport {
     failureRise(s),
     taskP95(s, o),
     leaderTasks(s),
-    routeErrors(s),
+    routeErrors(s, o),
     acpHealth(s),
     versionAudit(s),
   ];

@@ -33,6 +33,7 @@ export const DoctorReportSchema = Type.Object(
   {
     generated_at: Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}(\\.\\d+)?Z$' }),
     task_p95_ms: Type.Integer({ minimum: 1 }),
+    client_error_rate: Type.Number({ minimum: 0, maximum: 1 }),
     healthy: Type.Boolean(),
     exit_code: Type.Union([Type.Literal(0), Type.Literal(1), Type.Literal(2)]),
     nodes: Type.Array(
@@ -125,6 +126,10 @@ export function formatReport(r: DoctorReport, opts: { colour: boolean }): string
       : r.exit_code === 1
         ? c('yellow', 'findings need attention')
         : c('red', 'a node could not be asked');
-  out.push('', `Verdict: ${verdict} (exit ${r.exit_code}; task p95 level ${r.task_p95_ms} ms)`, '');
+  out.push(
+    '',
+    `Verdict: ${verdict} (exit ${r.exit_code}; task p95 level ${r.task_p95_ms} ms, client-error rate ${r.client_error_rate})`,
+    '',
+  );
   return out.join('\n');
 }

@@ -109,8 +109,14 @@ describe('web console in a browser', { skip }, () => {
 
     // Routes: sortable, and the controllers table names the ACP routes the console called.
     await page.click('nav a[href="#/routes"]');
-    await page.click('th button:text("Errors")');
-    assert.equal(await page.getAttribute('th:has(button:text("Errors"))', 'aria-sort'), 'descending');
+    await page.click('th button:text-is("4xx")');
+    assert.equal(await page.getAttribute('th:has(button:text-is("4xx ▾"))', 'aria-sort'), 'descending');
+    // Red rows are the routes with a 5xx in the last five minutes, and only those (4xx rows are amber).
+    const recentFailures = Object.values(t.node.telemetry.systemMetrics().controllers).filter(
+      (e) => (e.recent?.server_errors ?? 0) > 0,
+    ).length;
+    assert.equal(await page.locator('table[aria-label=Controllers] tr.bad').count(), recentFailures);
+    await screenshot(page, 'console-routes');
     assert.ok((await page.locator('td code:text-is("/acp/system/metrics")').count()) === 1);
 
     // Flows: the API's validation error lands on the slug field; a fixed form creates the flow.

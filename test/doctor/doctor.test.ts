@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Value } from '@sinclair/typebox/value';
+import { sha256Hex } from '../../src/auth/index.ts';
 import { DoctorReportSchema, runDoctor } from '../../src/doctor/index.ts';
 import { runCli } from '../helpers/cli.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
@@ -105,10 +106,14 @@ describe('sluice doctor against a live node', () => {
     assert.ok(!stdout.includes('hunter2'));
 
     assert.deepEqual(flagged(procedure(report, 0, 'task_p95')), ['slow']);
-    assert.deepEqual(flagged(procedure(report, 0, 'route_errors')), ['/acp/streams/list', '/go/:slug']);
-    const go = procedure(report, 0, 'route_errors').items.find(
-      (i: { subject: string }) => i.subject === '/go/:slug',
+    // One unknown slug and one malformed body are the callers' mistakes: listed, not flagged.
+    const routeErrors = procedure(report, 0, 'route_errors');
+    assert.deepEqual(flagged(routeErrors), []);
+    assert.deepEqual(
+      routeErrors.items.map((i: { subject: string }) => i.subject),
+      ['/acp/streams/list', '/go/:slug'],
     );
+    const go = routeErrors.items.find((i: { subject: string }) => i.subject === '/go/:slug');
     assert.deepEqual(Object.keys(go.data).sort(), [
       'avg_ms',
       'client_errors',
@@ -116,8 +121,10 @@ describe('sluice doctor against a live node', () => {
       'errors',
       'p95_ms',
       'recent',
+      'recent_client_error_rate',
       'server_errors',
     ]);
+    assert.equal(go.data.client_errors, 1);
     assert.equal(procedure(report, 0, 'acp_health').status, 'ok');
     assert.equal(procedure(report, 0, 'running_tasks').status, 'ok');
     assert.equal(procedure(report, 0, 'leader_tasks').status, 'ok');
@@ -143,7 +150,7 @@ describe('sluice doctor against a live node', () => {
   });
 
   test('a viewer gets the verdicts, and is told the HTTP calls need the operator role', async () => {
-    const report = await runDoctor({ urls: [t.url], token: viewer, taskP95Ms: 5000 });
+    const report = await runDoctor({ urls: [t.url], token: viewer, taskP95Ms: 5000, clientErrorRate: 0.5 });
     assert.equal(report.exit_code, 1);
     const node = report.nodes[0]!;
     assert.ok(node.reachable);
@@ -176,6 +183,12 @@ describe('sluice doctor against a live node', () => {
     assert.equal((await doctor(['--token', admin])).code, 64);
     assert.equal((await doctor(['--url', t.url])).code, 64);
     assert.equal((await doctor(['--url', t.url, '--token', admin, '--task-p95-ms', '0'])).code, 64);
+    for (const rate of ['1.5', '-0.1', 'half', ''])
+      assert.equal(
+        (await doctor(['--url', t.url, '--token', admin, '--client-error-rate', rate])).code,
+        64,
+        rate,
+      );
     assert.equal((await doctor(['--url', 'ftp://x', '--token', admin])).code, 64);
   });
 });
@@ -211,6 +224,49 @@ describe('sluice doctor on a healthy node', () => {
       );
       assert.equal(code, 0);
       assert.equal(report.healthy, true);
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('a few 401s and 404s (a mistyped token, /go/typo, a stray path) are information, not findings; a recent 5xx is', async () => {
+    // A configured operator: its token still works once storage is gone (the 5xx below).
+    const token = 'doctor-token-of-an-operator';
+    const t = await startTestNode({
+      yaml: `acp:\n  operators:\n    - name: oncall\n      role: operator\n      token_sha256: ${sha256Hex(token)}\n`,
+    });
+    try {
+      for (const path of ['/go/typo', '/nowhere', '/go/typo'])
+        await (await fetch(`${t.url}${path}`)).arrayBuffer();
+      for (let i = 0; i < 2; i++) await (await t.acp('/acp/system/metrics', 'not-a-token')).arrayBuffer();
+      const quiet = await doctor(['--url', t.url, '--token', token, '--json']);
+      const routes = JSON.parse(quiet.stdout).nodes[0].procedures.find(
+        (p: { key: string }) => p.key === 'route_errors',
+      );
+      assert.equal(quiet.code, 0, quiet.stdout);
+      assert.deepEqual(routes.items.map((i: { subject: string }) => i.subject).sort(), [
+        '/acp/system/metrics',
+        '/go/:slug',
+        '__unmatched__',
+      ]);
+      assert.ok(routes.items.every((i: { finding: boolean }) => !i.finding));
+
+      await t.node.storage.close();
+      await (await fetch(`${t.url}/readyz`)).arrayBuffer();
+      const failing = await doctor(['--url', t.url, '--token', token, '--json']);
+      const report = JSON.parse(failing.stdout);
+      const found = report.nodes[0].procedures
+        .find((p: { key: string }) => p.key === 'route_errors')
+        .items.filter((i: { finding: boolean }) => i.finding)
+        .map((i: { subject: string }) => i.subject);
+      assert.ok(found.includes('/readyz'), failing.stdout);
+      assert.match(
+        report.nodes[0].procedures
+          .find((p: { key: string }) => p.key === 'route_errors')
+          .items.find((i: { subject: string }) => i.subject === '/readyz').message,
+        /^last 5 minutes: 1 server error \(5xx\) of 1 call; 1 server and 0 client errors of 1 call since start$/,
+      );
+      assert.notEqual(failing.code, 0);
     } finally {
       await t.close();
     }
@@ -349,7 +405,7 @@ describe('sluice doctor judges by the node, not by its own clock or hopes', () =
   test("task times are compared with the node's clock (its Date header), not the operator's", async () => {
     const fake = await fakeNode();
     try {
-      const report = await runDoctor({ urls: [fake.url], token: 't', taskP95Ms: 5000 });
+      const report = await runDoctor({ urls: [fake.url], token: 't', taskP95Ms: 5000, clientErrorRate: 0.5 });
       const node = report.nodes[0]!;
       assert.ok(node.reachable);
       assert.deepEqual(
@@ -365,7 +421,7 @@ describe('sluice doctor judges by the node, not by its own clock or hopes', () =
   test('an answer of the wrong shape is a finding (200 without items) or unreachable (not an object)', async () => {
     const odd = await fakeNode({ items: 5 });
     try {
-      const report = await runDoctor({ urls: [odd.url], token: 't', taskP95Ms: 5000 });
+      const report = await runDoctor({ urls: [odd.url], token: 't', taskP95Ms: 5000, clientErrorRate: 0.5 });
       const node = report.nodes[0]!;
       assert.ok(node.reachable);
       const health = node.procedures.find((p) => p.key === 'acp_health')!;
@@ -378,7 +434,12 @@ describe('sluice doctor judges by the node, not by its own clock or hopes', () =
       res.writeHead(200, { 'content-type': 'application/json' }).end('[]'),
     );
     try {
-      const report = await runDoctor({ urls: [array.url], token: 't', taskP95Ms: 5000 });
+      const report = await runDoctor({
+        urls: [array.url],
+        token: 't',
+        taskP95Ms: 5000,
+        clientErrorRate: 0.5,
+      });
       assert.equal(report.exit_code, 2);
       assert.match((report.nodes[0] as { error: string }).error, /not an object/);
     } finally {
@@ -393,7 +454,7 @@ describe('sluice doctor judges by the node, not by its own clock or hopes', () =
       setTimeout(() => res.destroy(), 20);
     });
     try {
-      const report = await runDoctor({ urls: [cut.url], token: 't', taskP95Ms: 5000 });
+      const report = await runDoctor({ urls: [cut.url], token: 't', taskP95Ms: 5000, clientErrorRate: 0.5 });
       assert.equal(report.exit_code, 2);
       assert.match((report.nodes[0] as { error: string }).error, /unreachable/);
     } finally {

@@ -54,7 +54,7 @@ function snapshot(over: Partial<NodeSnapshot> = {}): NodeSnapshot {
   };
 }
 
-const run = (s: NodeSnapshot, level = 1000) => evaluate(s, { taskP95Ms: level });
+const run = (s: NodeSnapshot, level = 1000) => evaluate(s, { taskP95Ms: level, clientErrorRate: 0.5 });
 const proc = (s: NodeSnapshot, key: ProcedureResult['key'], level = 1000) =>
   run(s, level).procedures.find((p) => p.key === key)!;
 const findings = (p: ProcedureResult) => p.items.filter((i) => i.finding).map((i) => i.subject);
@@ -147,6 +147,22 @@ describe('operator procedures', () => {
     assert.equal(proc(snapshot({ tasks: [task('slow', {}, { p95: 1500 })] }), 'task_p95', 2000).status, 'ok');
   });
 
+  test('3: the last hour is judged when the node reports it: slow lately is a finding, recovered is not', () => {
+    const p = proc(
+      snapshot({
+        tasks: [
+          task('lately-slow', {}, { p95: 200, p95_last_hour: 1500 }),
+          task('recovered', {}, { p95: 5000, p95_last_hour: 300 }),
+          task('idle-this-hour', {}, { p95: 5000, p95_last_hour: 0 }),
+        ],
+      }),
+      'task_p95',
+    );
+    assert.deepEqual(findings(p), ['lately-slow']);
+    assert.match(p.items[0]!.message, /p95 1500 ms over the last hour/);
+    assert.deepEqual(p.items[0]!.data, { p95_ms: 1500, p95_since_start_ms: 200, level_ms: 1000 });
+  });
+
   test('4: leader tasks on a follower are explained, not flagged', () => {
     const s = snapshot({
       tasks: [task('check', { kind: 'targets.check', execution_scope: 'leader' })],
@@ -185,7 +201,7 @@ describe('operator procedures', () => {
     assert.equal(overdue.items.find((i) => i.subject === 'off')?.finding, false);
   });
 
-  test('5: every route with errors is a finding with its entry; unmatched paths are shown, not flagged', () => {
+  test("5: an older node's entries (no 4xx/5xx split): every route with errors is a finding; unmatched paths are shown", () => {
     const s = snapshot();
     s.metrics!.controllers = {
       '/go/:slug': { count: 10, errors: 2, avg_ms: 1, p95_ms: 3 },
@@ -202,6 +218,71 @@ describe('operator procedures', () => {
       p95_ms: 3,
     });
     assert.equal(p.items.find((i) => i.subject === '__unmatched__')?.finding, false);
+  });
+
+  test('5: recent server errors are findings; client errors only above the rate over 20 calls; old errors are shown', () => {
+    const recent = (count: number, errors: number, server_errors: number) => ({
+      window_s: 300,
+      count,
+      errors,
+      server_errors,
+      avg_ms: 1,
+      p95_ms: 2,
+    });
+    const entry = (client: number, server: number, r: ReturnType<typeof recent>) => ({
+      count: 100,
+      errors: client + server,
+      client_errors: client,
+      server_errors: server,
+      avg_ms: 1,
+      p95_ms: 2,
+      recent: r,
+    });
+    const s = snapshot();
+    s.metrics!.controllers = {
+      // One 5xx in the window: the node failed.
+      '/readyz': entry(0, 1, recent(10, 1, 1)),
+      // A mistyped token or two: information.
+      '/acp/system/metrics': entry(3, 0, recent(40, 2, 0)),
+      // Most calls refused, over enough calls: a finding (a broken client, a misconfigured proxy).
+      '/acp/flows/list': entry(30, 0, recent(25, 20, 0)),
+      // The same rate over too few calls: information.
+      '/acp/streams/list': entry(5, 0, recent(5, 5, 0)),
+      // Exactly the rate is not above it.
+      '/acp/cron-tasks/list': entry(10, 0, recent(20, 10, 0)),
+      // A 5xx an hour ago, none since: shown, not flagged.
+      '/go/:slug': entry(0, 4, recent(50, 0, 0)),
+      // Scanners: never a finding for 4xx, however many.
+      __unmatched__: entry(90, 0, recent(90, 90, 0)),
+    };
+    const p = proc(s, 'route_errors');
+    assert.deepEqual(findings(p), ['/acp/flows/list', '/readyz']);
+    const msg = (route: string) => p.items.find((i) => i.subject === route)!.message;
+    assert.match(msg('/readyz'), /^last 5 minutes: 1 server error \(5xx\) of 10 calls/);
+    assert.match(msg('/acp/system/metrics'), /2 client errors \(4xx, 5 % of calls\) of 40 calls/);
+    assert.match(
+      msg('/go/:slug'),
+      /^no errors in the last 5 minutes; 4 server and 0 client errors of 100 calls since start/,
+    );
+    assert.equal(p.items.find((i) => i.subject === '/acp/flows/list')!.data!.recent_client_error_rate, 0.8);
+    assert.equal(proc(s, 'route_errors').status, 'finding');
+    // A stricter rate flags the 5 % route too (at 40 calls); a looser one only keeps the 5xx.
+    const strict = evaluate(s, { taskP95Ms: 1000, clientErrorRate: 0.01 });
+    assert.deepEqual(
+      strict.procedures
+        .find((x) => x.key === 'route_errors')!
+        .items.filter((i) => i.finding)
+        .map((i) => i.subject),
+      ['/acp/cron-tasks/list', '/acp/flows/list', '/acp/system/metrics', '/readyz'],
+    );
+    const loose = evaluate(s, { taskP95Ms: 1000, clientErrorRate: 1 });
+    assert.deepEqual(
+      loose.procedures
+        .find((x) => x.key === 'route_errors')!
+        .items.filter((i) => i.finding)
+        .map((i) => i.subject),
+      ['/readyz'],
+    );
   });
 
   test('6: missing metrics, no controllers, no uptime, a database down or a failed ACP call are findings', () => {

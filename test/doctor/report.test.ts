@@ -16,11 +16,12 @@ const node = evaluate(
     problems: [],
     now: Date.parse('2026-11-23T00:00:00Z'),
   },
-  { taskP95Ms: 100 },
+  { taskP95Ms: 100, clientErrorRate: 0.5 },
 );
 const report: DoctorReport = {
   generated_at: '2026-11-23T00:00:00.000Z',
   task_p95_ms: 100,
+  client_error_rate: 0.5,
   healthy: false,
   exit_code: 1,
   nodes: [
@@ -57,6 +58,6 @@ describe('the doctor text report', () => {
     assert.match(text, /✗ 5\. Routes with errors/);
     assert.match(text, /• \/go\/:slug: 1 of 4 calls failed/);
     assert.match(text, /✗ http:\/\/b:8080: unreachable \(ECONNREFUSED\)/);
-    assert.match(text, /Verdict: findings need attention \(exit 1; task p95 level 100 ms\)/);
+    assert.match(text, /Verdict: findings need attention \(exit 1; task p95 level 100 ms, client-error rate 0.5\)/);
   });
 });
