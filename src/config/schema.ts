@@ -121,6 +121,15 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
+    clicks: Type.Object(
+      {
+        flush_interval_ms: Milliseconds(1000, 10, 60_000),
+        retention_days: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
+        // About 250 bytes of heap a click (docs/PERFORMANCE.md): 200,000 clicks are ~50 MB.
+        buffer_max: Type.Integer({ minimum: 1000, maximum: 10_000_000, default: 200_000 }),
+      },
+      strict,
+    ),
     http_client: Type.Object(
       {
         timeout_ms: Milliseconds(10_000, 1, 600_000),
