@@ -23,6 +23,7 @@ const BENCHES: [string, string[], string[]][] = [
   ['http-client/overhead.bench.ts', [], []],
   ['cron/scheduler-overhead.bench.ts', [], []],
   ['storage/counter-flush.bench.ts', [], []],
+  ['storage/click-log.bench.ts', ['--expose-gc'], []],
 ];
 
 for (const [file, flags, args] of BENCHES) {

@@ -10,7 +10,7 @@
  * checkout too (copy it into a `git worktree` of that commit): that is how docs/PERFORMANCE.md
  * compares the per-row flush with the batched one.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -110,7 +110,8 @@ async function pgAnswers(): Promise<boolean> {
 /** Every stream touched, as a busy second of traffic would: hits vary, timestamps move forward. */
 function batchOf(streams: number, round: number): CounterBatch {
   const at = new Date(Date.UTC(2026, 0, 2, 0, 0, round)).toISOString();
-  const batch: CounterBatch = { streams: [], flows: [] };
+  // An id as the node cuts one (older checkouts, without idempotent batches, ignore it).
+  const batch: CounterBatch = { id: randomUUID(), streams: [], flows: [] };
   for (let s = 0; s < streams; s++)
     batch.streams.push({ id: streamId(s), hits: 1 + ((s + round) % 7), last_hit_at: at });
   for (let f = 0; f < streams / STREAMS_PER_FLOW; f++) {

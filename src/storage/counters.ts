@@ -1,5 +1,5 @@
 import { BatchStatement } from './batch.ts';
-import type { SqlExecutor } from './sql.ts';
+import type { BatchGuard } from './batch-guard.ts';
 import type { CounterBatch } from './types.ts';
 
 // The latest timestamp wins: an older batch (a slow node's) never moves `last_*_at` back.
@@ -35,12 +35,14 @@ const FLOW_CLICKS = new BatchStatement({
 });
 
 /**
- * Adds a batch of counter deltas in one transaction of at most two batch statements (streams,
- * then flows), so a flush is at most four round trips on PostgreSQL whatever its size, and all of it or
- * none of it is written. An id given twice is added twice, as two separate batches would be:
- * the rows are merged first, since one `UPDATE ... FROM` applies only one of several matches.
+ * Adds a batch of counter deltas in one transaction: the batch's guard row, then at most two batch
+ * statements (streams, then flows), so a flush is at most five round trips on PostgreSQL whatever
+ * its size, and all of it or none of it is written. A batch id already applied writes nothing and
+ * returns false (a retry of a batch whose commit went through). An id given twice is added twice,
+ * as two separate batches would be: the rows are merged first, since one `UPDATE ... FROM` applies
+ * only one of several matches.
  */
-export async function addCounters(exec: SqlExecutor, batch: CounterBatch): Promise<void> {
+export async function addCounters(guard: BatchGuard, batch: CounterBatch): Promise<boolean> {
   const streams = new Map<string, [id: string, hits: number, at: string]>();
   for (const s of batch.streams) {
     const row = streams.get(s.id);
@@ -60,8 +62,8 @@ export async function addCounters(exec: SqlExecutor, batch: CounterBatch): Promi
       if (f.last_click_at > row[3]) row[3] = f.last_click_at;
     }
   }
-  if (streams.size === 0 && flows.size === 0) return;
-  await exec.transaction(async (tx) => {
+  if (streams.size === 0 && flows.size === 0) return true;
+  return guard.once(batch.id, 'counters', async (tx) => {
     await tx.batch(STREAM_HITS, [...streams.values()]);
     await tx.batch(FLOW_CLICKS, [...flows.values()]);
   });

@@ -6,6 +6,8 @@ import { openPostgres } from './postgres.ts';
 import { openSqlite } from './sqlite.ts';
 import type { Storage } from './types.ts';
 
+export { APPLIED_BATCH_RETENTION_MS, newBatchId } from './batch-guard.ts';
+export { clickRecordOf } from './clicks.ts';
 export {
   ClusterStore,
   type Fence,
@@ -15,12 +17,15 @@ export {
   type TaskRunRecord,
 } from './cluster-store.ts';
 export { MIGRATIONS, type Migration } from './migrations.ts';
+export { fromMicros, MAX_MONEY, MICROS, toMicros } from './money.ts';
 export { decodeCursor, encodeCursor } from './paging.ts';
 export { openPostgres, type PostgresOptions } from './postgres.ts';
 export { isUnavailable } from './postgres-executor.ts';
 export { openSqlite } from './sqlite.ts';
 export {
+  CLICK_ID_PATTERN,
   type ColumnKind,
+  clickIdProblem,
   ID_PATTERN,
   INT4_MAX,
   INT4_MIN,

@@ -179,4 +179,164 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX task_runs_task ON task_runs (task, started_at);
     `,
   },
+  {
+    version: 5,
+    name: 'click log, conversions, applied batch guard',
+    // Ids are compared bytewise on both backends (COLLATE "C" on PostgreSQL, SQLite's BINARY), so
+    // keyset pages break ties in one order whatever the database's default collation is.
+    sqlite: `
+      CREATE TABLE clicks (
+        click_id TEXT PRIMARY KEY,
+        flow_id TEXT NOT NULL,
+        stream_id TEXT,
+        created_at TEXT NOT NULL,
+        outcome TEXT NOT NULL CHECK (outcome IN ('redirect', 'no_match', 'bot')),
+        country TEXT,
+        device_type TEXT NOT NULL CHECK (device_type IN ('desktop', 'mobile', 'tablet', 'other')),
+        os TEXT NOT NULL,
+        browser TEXT NOT NULL,
+        language TEXT,
+        referrer_host TEXT,
+        sub1 TEXT,
+        sub2 TEXT,
+        sub3 TEXT,
+        sub4 TEXT,
+        sub5 TEXT,
+        sub6 TEXT,
+        sub7 TEXT,
+        sub8 TEXT,
+        sub9 TEXT,
+        sub10 TEXT,
+        is_unique INTEGER NOT NULL,
+        is_bot INTEGER NOT NULL,
+        cost_micros INTEGER NOT NULL,
+        ip_prefix TEXT,
+        server_id TEXT
+      );
+      CREATE INDEX clicks_created ON clicks (created_at, click_id);
+      CREATE INDEX clicks_flow ON clicks (flow_id, created_at, click_id);
+      CREATE INDEX clicks_stream ON clicks (stream_id, created_at, click_id) WHERE stream_id IS NOT NULL;
+      CREATE INDEX clicks_sub1 ON clicks (sub1, created_at, click_id) WHERE sub1 IS NOT NULL;
+      CREATE TABLE conversions (
+        id TEXT PRIMARY KEY,
+        click_id TEXT NOT NULL,
+        txid TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('lead', 'sale', 'rejected')),
+        payout_micros INTEGER NOT NULL,
+        currency TEXT NOT NULL,
+        postbacks INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        click_created_at TEXT NOT NULL,
+        flow_id TEXT NOT NULL,
+        stream_id TEXT,
+        outcome TEXT NOT NULL,
+        country TEXT,
+        device_type TEXT NOT NULL,
+        os TEXT NOT NULL,
+        browser TEXT NOT NULL,
+        language TEXT,
+        referrer_host TEXT,
+        sub1 TEXT,
+        sub2 TEXT,
+        sub3 TEXT,
+        sub4 TEXT,
+        sub5 TEXT,
+        sub6 TEXT,
+        sub7 TEXT,
+        sub8 TEXT,
+        sub9 TEXT,
+        sub10 TEXT,
+        is_unique INTEGER NOT NULL,
+        is_bot INTEGER NOT NULL
+      );
+      CREATE UNIQUE INDEX conversions_click_txid ON conversions (click_id, txid);
+      CREATE INDEX conversions_created ON conversions (created_at, id);
+      CREATE INDEX conversions_flow ON conversions (flow_id, created_at, id);
+      CREATE INDEX conversions_stream ON conversions (stream_id, created_at, id) WHERE stream_id IS NOT NULL;
+      CREATE TABLE applied_batches (
+        batch_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        applied_at TEXT NOT NULL
+      );
+      CREATE INDEX applied_batches_at ON applied_batches (applied_at);
+    `,
+    postgres: `
+      CREATE TABLE clicks (
+        click_id TEXT COLLATE "C" PRIMARY KEY,
+        flow_id TEXT NOT NULL,
+        stream_id TEXT,
+        created_at TIMESTAMPTZ NOT NULL,
+        outcome TEXT NOT NULL CHECK (outcome IN ('redirect', 'no_match', 'bot')),
+        country TEXT,
+        device_type TEXT NOT NULL CHECK (device_type IN ('desktop', 'mobile', 'tablet', 'other')),
+        os TEXT NOT NULL,
+        browser TEXT NOT NULL,
+        language TEXT,
+        referrer_host TEXT,
+        sub1 TEXT,
+        sub2 TEXT,
+        sub3 TEXT,
+        sub4 TEXT,
+        sub5 TEXT,
+        sub6 TEXT,
+        sub7 TEXT,
+        sub8 TEXT,
+        sub9 TEXT,
+        sub10 TEXT,
+        is_unique BOOLEAN NOT NULL,
+        is_bot BOOLEAN NOT NULL,
+        cost_micros BIGINT NOT NULL,
+        ip_prefix TEXT,
+        server_id TEXT
+      );
+      CREATE INDEX clicks_created ON clicks (created_at, click_id);
+      CREATE INDEX clicks_flow ON clicks (flow_id, created_at, click_id);
+      CREATE INDEX clicks_stream ON clicks (stream_id, created_at, click_id) WHERE stream_id IS NOT NULL;
+      CREATE INDEX clicks_sub1 ON clicks (sub1, created_at, click_id) WHERE sub1 IS NOT NULL;
+      CREATE TABLE conversions (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        click_id TEXT COLLATE "C" NOT NULL,
+        txid TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('lead', 'sale', 'rejected')),
+        payout_micros BIGINT NOT NULL,
+        currency TEXT NOT NULL,
+        postbacks INTEGER NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL,
+        click_created_at TIMESTAMPTZ NOT NULL,
+        flow_id TEXT NOT NULL,
+        stream_id TEXT,
+        outcome TEXT NOT NULL,
+        country TEXT,
+        device_type TEXT NOT NULL,
+        os TEXT NOT NULL,
+        browser TEXT NOT NULL,
+        language TEXT,
+        referrer_host TEXT,
+        sub1 TEXT,
+        sub2 TEXT,
+        sub3 TEXT,
+        sub4 TEXT,
+        sub5 TEXT,
+        sub6 TEXT,
+        sub7 TEXT,
+        sub8 TEXT,
+        sub9 TEXT,
+        sub10 TEXT,
+        is_unique BOOLEAN NOT NULL,
+        is_bot BOOLEAN NOT NULL
+      );
+      CREATE UNIQUE INDEX conversions_click_txid ON conversions (click_id, txid);
+      CREATE INDEX conversions_created ON conversions (created_at, id);
+      CREATE INDEX conversions_flow ON conversions (flow_id, created_at, id);
+      CREATE INDEX conversions_stream ON conversions (stream_id, created_at, id) WHERE stream_id IS NOT NULL;
+      CREATE TABLE applied_batches (
+        batch_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        applied_at TIMESTAMPTZ NOT NULL
+      );
+      CREATE INDEX applied_batches_at ON applied_batches (applied_at);
+    `,
+  },
 ];

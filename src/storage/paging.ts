@@ -20,7 +20,13 @@ export function encodeCursor(c: CursorState): string {
  * trusted (anyone who can list can write one): a string for an integer column, `1e23`, a bad
  * timestamp or U+0000 would otherwise be a PostgreSQL error (500) where SQLite quietly compares.
  */
-export function decodeCursor(cursor: string, by: string, order: SortOrder, kind: ColumnKind): CursorState {
+export function decodeCursor(
+  cursor: string,
+  by: string,
+  order: SortOrder,
+  kind: ColumnKind,
+  checkId: (id: unknown) => string | undefined = idProblem,
+): CursorState {
   let parts: unknown;
   try {
     parts = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
@@ -35,7 +41,7 @@ export function decodeCursor(cursor: string, by: string, order: SortOrder, kind:
   const [, , value, id] = parts as [string, SortOrder, unknown, unknown];
   const valueProblem = storableProblem(kind, value);
   if (valueProblem !== undefined) throw invalidCursor(`its ${by} value ${valueProblem}`);
-  const idProblemText = idProblem(id);
+  const idProblemText = checkId(id);
   if (idProblemText !== undefined) throw invalidCursor(`its id ${idProblemText}`);
   return { by, order, value: value as string | number, id: id as string };
 }

@@ -1,5 +1,8 @@
 import type { Clock } from '../time/index.ts';
+import { BatchGuard, pruneAppliedBatches } from './batch-guard.ts';
+import { SqlClicks } from './clicks.ts';
 import { ClusterStore } from './cluster-store.ts';
+import { SqlConversions } from './conversions.ts';
 import { addCounters } from './counters.ts';
 import { MIGRATIONS } from './migrations.ts';
 import type { QueryStats } from './query-stats.ts';
@@ -7,6 +10,8 @@ import { SqlFlows, SqlOperators, SqlStreams } from './repositories.ts';
 import { type SqlExecutor, toNum } from './sql.ts';
 import type {
   Aggregates,
+  ClickStore,
+  ConversionStore,
   CounterBatch,
   DbSection,
   FlowStore,
@@ -38,8 +43,11 @@ export class SqlStorage implements Storage {
   readonly flows: FlowStore;
   readonly streams: StreamStore;
   readonly cluster: ClusterStore;
+  readonly clicks: ClickStore;
+  readonly conversions: ConversionStore;
   readonly #b: Backend;
   readonly #clock: Clock;
+  readonly #guard: BatchGuard;
 
   constructor(backend: Backend, clock: Clock) {
     this.#b = backend;
@@ -49,6 +57,9 @@ export class SqlStorage implements Storage {
     this.flows = new SqlFlows(backend.exec, clock);
     this.streams = new SqlStreams(backend.exec, clock);
     this.cluster = new ClusterStore(backend.exec, clock);
+    this.#guard = new BatchGuard(backend.exec, clock);
+    this.clicks = new SqlClicks(backend.exec, this.#guard);
+    this.conversions = new SqlConversions(backend.exec, clock);
   }
 
   async migrate(): Promise<void> {
@@ -79,8 +90,12 @@ export class SqlStorage implements Storage {
     await this.#b.exec.all('SELECT 1 AS ok');
   }
 
-  addCounters(batch: CounterBatch): Promise<void> {
-    return addCounters(this.#b.exec, batch);
+  addCounters(batch: CounterBatch): Promise<boolean> {
+    return addCounters(this.#guard, batch);
+  }
+
+  pruneAppliedBatches(before: string): Promise<number> {
+    return pruneAppliedBatches(this.#b.exec, before);
   }
 
   async aggregates(): Promise<Aggregates> {

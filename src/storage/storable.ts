@@ -13,6 +13,19 @@ export const INT4_MIN = -2_147_483_648;
 export const ID_PATTERN = '^[A-Za-z0-9-]{1,64}$';
 const ID = new RegExp(ID_PATTERN);
 
+/**
+ * A click id (§11): 1–64 characters of `[A-Za-z0-9_-]`. Defined here once, where it is stored;
+ * whoever makes click ids, and whoever takes one from outside (a postback, the ACP), checks it
+ * against this.
+ */
+export const CLICK_ID_PATTERN = '^[A-Za-z0-9_-]{1,64}$';
+const CLICK_ID = new RegExp(CLICK_ID_PATTERN);
+
+/** Why `value` is not a click id; undefined when it is one. */
+export function clickIdProblem(value: unknown): string | undefined {
+  return typeof value === 'string' && CLICK_ID.test(value) ? undefined : `must match ${CLICK_ID_PATTERN}`;
+}
+
 /** The kind of a column a keyset cursor compares against. */
 export type ColumnKind = 'text' | 'int4' | 'int8' | 'timestamp';
 

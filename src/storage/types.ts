@@ -144,10 +144,208 @@ export interface StreamStore {
   ): Promise<boolean>;
 }
 
-/** Counter deltas accumulated in memory and added atomically, so several nodes sum correctly. */
+/**
+ * Counter deltas accumulated in memory and added atomically, so several nodes sum correctly. `id`
+ * (from `newBatchId`, made when the batch is cut) makes it idempotent: a retry sends the same id
+ * and is applied at most once.
+ */
 export interface CounterBatch {
+  id: string;
   streams: { id: string; hits: number; last_hit_at: string }[];
   flows: { id: string; clicks: number; no_match: number; last_click_at: string }[];
+}
+
+export const CLICK_OUTCOMES = ['redirect', 'no_match', 'bot'] as const;
+export const DEVICE_TYPES = ['desktop', 'mobile', 'tablet', 'other'] as const;
+export const CONVERSION_STATUSES = ['lead', 'sale', 'rejected'] as const;
+export type ClickOutcome = (typeof CLICK_OUTCOMES)[number];
+export type DeviceType = (typeof DEVICE_TYPES)[number];
+export type ConversionStatus = (typeof CONVERSION_STATUSES)[number];
+
+/** `sub1` … `sub10` (§11): incoming query parameters kept with the click, at most 256 characters each. */
+export const SUB_ID_COUNT = 10;
+export const SUB_ID_MAX_LENGTH = 256;
+export type SubIds = { [K in `sub${1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10}`]: string | null };
+
+/**
+ * A click as the hot path hands it to the click log: the §11 record in the compact form that a
+ * buffer holds cheaply (a timestamp as a number, the sub-ids as one array or null, strings such as
+ * os and browser shared with the user-agent cache). The node id is the batch's, not the row's.
+ */
+export interface NewClick {
+  click_id: string;
+  flow_id: string;
+  stream_id: string | null;
+  /** Epoch milliseconds of the request. */
+  at: number;
+  outcome: ClickOutcome;
+  country: string | null;
+  device_type: DeviceType;
+  os: string;
+  browser: string;
+  language: string | null;
+  referrer_host: string | null;
+  /** `sub1` … `sub10` in order (shorter arrays mean the rest are null); null when the click had none. */
+  subs: readonly (string | null | undefined)[] | null;
+  is_unique: boolean;
+  is_bot: boolean;
+  /** The flow's cost per click, a decimal in its currency (0 for bots). Stored exactly to 6 places. */
+  cost: number;
+  /** The client address cut to its /24 (IPv4) or /48 (IPv6), e.g. `203.0.113.0/24`. */
+  ip_prefix: string | null;
+}
+
+/** A stored click (§11), as `/acp/clicks/get` and `/acp/clicks/list` show it. */
+export interface ClickRecord extends SubIds {
+  click_id: string;
+  flow_id: string;
+  stream_id: string | null;
+  created_at: string;
+  outcome: ClickOutcome;
+  country: string | null;
+  device_type: DeviceType;
+  os: string;
+  browser: string;
+  language: string | null;
+  referrer_host: string | null;
+  is_unique: boolean;
+  is_bot: boolean;
+  cost: number;
+  ip_prefix: string | null;
+  /** The node that took the click. */
+  server_id: string | null;
+}
+
+/** Clicks cut from the buffer as one idempotent batch: `id` from `newBatchId`, kept across retries. */
+export interface ClickBatch {
+  id: string;
+  server_id: string | null;
+  rows: readonly NewClick[];
+}
+
+/** What applying a batch did: `applied` false when its id had been applied before (nothing written). */
+export interface BatchResult {
+  applied: boolean;
+  /** Rows written now (a click id already stored is kept, not written twice). */
+  rows: number;
+}
+
+export interface ClickFilter {
+  flow_id?: string | undefined;
+  stream_id?: string | undefined;
+  outcome?: ClickOutcome | undefined;
+  country?: string | undefined;
+  is_bot?: boolean | undefined;
+  /** ISO timestamp, inclusive. */
+  from?: string | undefined;
+  /** ISO timestamp, exclusive. */
+  to?: string | undefined;
+  sub1?: string | undefined;
+}
+
+export interface ConversionFilter {
+  flow_id?: string | undefined;
+  stream_id?: string | undefined;
+  status?: ConversionStatus | undefined;
+  from?: string | undefined;
+  to?: string | undefined;
+}
+
+/** A newest-first keyset page query over a log table (clicks, conversions). */
+export interface LogPageQuery<F> {
+  filter: F;
+  limit: number;
+  cursor?: string | undefined;
+}
+
+/**
+ * A page of a log table. Counting millions of rows for every page would cost seconds, so `total`
+ * counts at most {@link LOG_TOTAL_CAP} rows; `total_capped` says there are more.
+ */
+export interface LogPage<T> extends Page<T> {
+  total_capped: boolean;
+}
+export const LOG_TOTAL_CAP = 10_000;
+
+export interface ChunkedDelete {
+  /** Rows per statement (default 2,000): each is its own short transaction. */
+  chunkRows?: number;
+  /** Stops between chunks (a task's timeout or a graceful stop); what was deleted stays deleted. */
+  signal?: AbortSignal;
+}
+
+export interface ClickStore {
+  /**
+   * Writes a batch idempotently: multi-row, in one transaction of a fixed number of statements
+   * whatever its size; a batch id already applied writes nothing (`applied: false`).
+   */
+  insertBatch(batch: ClickBatch): Promise<BatchResult>;
+  get(clickId: string): Promise<ClickRecord | undefined>;
+  /** Newest first, keyset-paged on (created_at, click_id). */
+  list(q: LogPageQuery<ClickFilter>): Promise<LogPage<ClickRecord>>;
+  /**
+   * Deletes clicks created before `before` (ISO), oldest first, in small transactions with the
+   * event loop let go between them; returns how many went.
+   */
+  deleteOlderThan(before: string, opts?: ChunkedDelete): Promise<number>;
+}
+
+/** A postback's values (§12). */
+export interface ConversionInput {
+  click_id: string;
+  /** Absent (null or empty): one conversion per click. */
+  txid: string | null;
+  status: ConversionStatus;
+  /** Decimal ≥ 0; stored exactly to 6 places. */
+  payout: number;
+  currency: string;
+}
+
+/**
+ * A conversion (§12): one per (click_id, txid), with its latest status and payout, the number of
+ * postbacks that set it, and the attribution of its click copied in (the click may be deleted by
+ * retention long before its conversions are; reports read conversions without a join).
+ */
+export interface ConversionRecord extends SubIds {
+  conversion_id: string;
+  click_id: string;
+  txid: string | null;
+  status: ConversionStatus;
+  payout: number;
+  currency: string;
+  postbacks: number;
+  /** The first postback's arrival. */
+  created_at: string;
+  updated_at: string;
+  click_created_at: string;
+  flow_id: string;
+  stream_id: string | null;
+  outcome: ClickOutcome;
+  country: string | null;
+  device_type: DeviceType;
+  os: string;
+  browser: string;
+  language: string | null;
+  referrer_host: string | null;
+  is_unique: boolean;
+  is_bot: boolean;
+}
+
+export interface ConversionStore {
+  /**
+   * Records a postback idempotently by (click_id, txid): the first creates the conversion
+   * (`created: true`), later ones update its status, payout and currency and count one more
+   * postback. The click is read from the click log, or taken from `click` when the caller has it
+   * (a click still in a node's buffer). Undefined when the click is unknown.
+   */
+  upsert(
+    input: ConversionInput,
+    click?: ClickRecord,
+  ): Promise<{ conversion: ConversionRecord; created: boolean } | undefined>;
+  /** Newest first by created_at, keyset-paged. */
+  list(q: LogPageQuery<ConversionFilter>): Promise<LogPage<ConversionRecord>>;
+  /** A click's conversions, oldest first. */
+  ofClick(clickId: string): Promise<ConversionRecord[]>;
 }
 
 export interface Aggregates {
@@ -181,15 +379,25 @@ export interface Storage {
   readonly streams: StreamStore;
   /** Leader lease (PostgreSQL), node registry and the journal of leader-task runs. */
   readonly cluster: ClusterStore;
+  /** The click log (§11). */
+  readonly clicks: ClickStore;
+  /** Conversions from postbacks (§12). */
+  readonly conversions: ConversionStore;
   /** Applies pending versioned migrations; idempotent and safe when nodes start together. */
   migrate(): Promise<void>;
   /** Resolves when the database answers a trivial query. */
   ping(): Promise<void>;
   /**
    * Adds counter deltas atomically in a fixed number of round trips whatever the batch's size;
-   * ids of streams or flows deleted meanwhile are dropped, never an error.
+   * ids of streams or flows deleted meanwhile are dropped, never an error. Idempotent by batch id:
+   * false when that batch had been applied before and nothing was written now.
    */
-  addCounters(batch: CounterBatch): Promise<void>;
+  addCounters(batch: CounterBatch): Promise<boolean>;
+  /**
+   * Deletes the guard rows of batches applied before `before` (ISO); each node also does it
+   * itself every few minutes. Returns how many went.
+   */
+  pruneAppliedBatches(before: string): Promise<number>;
   aggregates(): Promise<Aggregates>;
   /** Announces that a flow's routing data changed, to every node sharing the database. */
   publishInvalidation(slug: string): Promise<void>;

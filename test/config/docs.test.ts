@@ -61,6 +61,9 @@ test('documented defaults match the schema', () => {
     row('observability.metrics.http_buckets_ms'),
     `\`[${props.observability.properties.metrics.properties.http_buckets_ms.default.join(', ')}]\``,
   );
+  for (const [key, schema] of Object.entries(props.clicks.properties)) {
+    assert.equal(row(`clicks.${key}`), `\`${schema.default}\``, `clicks.${key}`);
+  }
   assert.equal(
     row('observability.metrics.prefix'),
     `\`${props.observability.properties.metrics.properties.prefix.default}\``,

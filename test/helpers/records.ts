@@ -1,4 +1,4 @@
-import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
+import type { FlowRecord, NewClick, StreamRecord } from '../../src/storage/index.ts';
 
 /** A complete flow record for tests and benchmarks that compile flows without storage. */
 export function flowRecord(over: Partial<FlowRecord> = {}): FlowRecord {
@@ -40,6 +40,29 @@ export function streamRecord(over: Partial<StreamRecord> = {}): StreamRecord {
     version: 1,
     created_at: '2026-01-01T00:00:00.000Z',
     updated_at: '2026-01-01T00:00:00.000Z',
+    ...over,
+  };
+}
+
+/** A click as the hot path hands it to the click log (unique id unless given). */
+export function newClick(over: Partial<NewClick> = {}): NewClick {
+  return {
+    click_id: `c${String(++n).padStart(8, '0')}`,
+    flow_id: 'f1',
+    stream_id: 's1',
+    at: Date.UTC(2026, 0, 2, 12),
+    outcome: 'redirect',
+    country: 'DE',
+    device_type: 'mobile',
+    os: 'Android',
+    browser: 'Chrome',
+    language: 'de',
+    referrer_host: 'news.example',
+    subs: null,
+    is_unique: true,
+    is_bot: false,
+    cost: 0.05,
+    ip_prefix: '203.0.113.0/24',
     ...over,
   };
 }

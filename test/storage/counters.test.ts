@@ -1,10 +1,16 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { pino } from 'pino';
-import { RoutingService } from '../../src/routing/index.ts';
+import { ClickCounters, RoutingService } from '../../src/routing/index.ts';
 import { BatchStatement } from '../../src/storage/batch.ts';
-import type { CounterBatch, Storage } from '../../src/storage/index.ts';
+import {
+  APPLIED_BATCH_RETENTION_MS,
+  type CounterBatch,
+  newBatchId,
+  type Storage,
+} from '../../src/storage/index.ts';
 import { type SqlExecutor, toIso, toNum } from '../../src/storage/sql.ts';
+import { ManualClock } from '../../src/time/index.ts';
 import { BACKENDS, type Opened } from './backends.ts';
 
 const CREATED = '2026-01-01T00:00:00.000Z';
@@ -104,7 +110,7 @@ for (const backend of BACKENDS) {
       };
       // Two flushes: the second adds to the first, and its older timestamps on odd rows lose.
       for (const round of [0, 1]) {
-        const batch: CounterBatch = { streams: [], flows: [] };
+        const batch: CounterBatch = { id: newBatchId(), streams: [], flows: [] };
         streams.forEach((s, i) => {
           const hits = ((i * 7 + round) % 97) + 1;
           const last = at(round === 0 ? i % 50 : i % 2 ? 0 : 55);
@@ -135,6 +141,7 @@ for (const backend of BACKENDS) {
       assert.ok(await storage.streams.delete(goneStream.id));
       assert.ok(await storage.flows.delete(goneFlow)); // takes its two streams with it
       const batch: CounterBatch = {
+        id: newBatchId(),
         streams: [...streams.map((s) => s.id), 'mixed-never-existed'].map((id) => ({
           id,
           hits: 5,
@@ -156,6 +163,7 @@ for (const backend of BACKENDS) {
     it('the same id twice in one batch adds both deltas', async () => {
       const { flows, streams } = await seed(sql, 'twice', 1, 1);
       await storage.addCounters({
+        id: newBatchId(),
         streams: [
           { id: streams[0]!.id, hits: 2, last_hit_at: at(9) },
           { id: streams[0]!.id, hits: 3, last_hit_at: at(4) },
@@ -174,6 +182,7 @@ for (const backend of BACKENDS) {
       const { flows, streams } = await seed(sql, 'trips', 500, 10);
       const queriesFor = async (n: number) => {
         const batch: CounterBatch = {
+          id: newBatchId(),
           streams: streams.slice(0, n).map((s) => ({ id: s.id, hits: 1, last_hit_at: at(2) })),
           flows: flows
             .slice(0, Math.ceil(n / 10))
@@ -186,7 +195,7 @@ for (const backend of BACKENDS) {
       const one = await queriesFor(1);
       const many = await queriesFor(5000);
       assert.equal(many, one, `1 row: ${one} queries, 5,000 rows: ${many}`);
-      assert.ok(one <= 4, `BEGIN, streams, flows, COMMIT; got ${one}`);
+      assert.ok(one <= 5, `BEGIN, guard, streams, flows, COMMIT; got ${one}`);
       const got = await persisted(sql, 'trips');
       assert.equal(got.streams.get(streams[0]!.id)?.hits, 2);
       assert.equal(got.streams.get(streams[4999]!.id)?.hits, 1);
@@ -199,6 +208,7 @@ for (const backend of BACKENDS) {
       // they could deadlock.
       const other = backend.name === 'postgres' ? opened.reopen() : storage;
       const batchOf = (from: number, to: number): CounterBatch => ({
+        id: newBatchId(),
         streams: streams.slice(from, to).map((s) => ({ id: s.id, hits: 1, last_hit_at: at(3) })),
         flows: flows
           .slice(from / 10, to / 10)
@@ -218,6 +228,135 @@ for (const backend of BACKENDS) {
         const small = [0, 700, 1400, 2100].filter((b) => i >= b && i < b + 40).length;
         assert.equal(got.streams.get(s.id)?.hits, 4 + small + (i >= 1000 ? 4 : 0), s.id);
       });
+    });
+
+    it('the same batch applied twice counts once; the second send reports it was applied before', async () => {
+      const { flows, streams } = await seed(sql, 'again', 1, 2);
+      const batch: CounterBatch = {
+        id: newBatchId(),
+        streams: streams.map((s) => ({ id: s.id, hits: 3, last_hit_at: at(5) })),
+        flows: [{ id: flows[0]!, clicks: 6, no_match: 1, last_click_at: at(5) }],
+      };
+      assert.equal(await storage.addCounters(batch), true);
+      assert.equal(await storage.addCounters(batch), false);
+      assert.equal(await storage.addCounters(structuredClone(batch)), false, 'a copy with the same id too');
+      const got = await persisted(sql, 'again');
+      assert.deepEqual(
+        [...got.streams.values()].map((s) => s.hits),
+        [3, 3],
+      );
+      assert.deepEqual(got.flows.get(flows[0]!), { clicks: 6, no_match: 1, last: at(5) });
+      // A different id with the same rows is another batch, and adds.
+      assert.equal(await storage.addCounters({ ...batch, id: newBatchId() }), true);
+      assert.deepEqual(
+        [...(await persisted(sql, 'again')).streams.values()].map((s) => s.hits),
+        [6, 6],
+      );
+    });
+
+    it('a flush whose commit went through but whose answer was lost, then retried, counts once', async () => {
+      const { flows, streams } = await seed(sql, 'lostack', 1, 1);
+      const counters = new ClickCounters();
+      const now = Date.UTC(2026, 0, 3);
+      for (let i = 0; i < 4; i++) counters.hit(flows[0]!, streams[0]!.id, now);
+      const answers: boolean[] = [];
+      // The commit succeeds; the acknowledgement is lost on the way back (a connection cut after COMMIT).
+      await assert.rejects(
+        counters.flush(async (b) => {
+          answers.push(await storage.addCounters(b));
+          throw new Error('connection lost after COMMIT');
+        }),
+        /connection lost/,
+      );
+      counters.hit(flows[0]!, streams[0]!.id, now + 1000);
+      assert.equal(
+        await counters.flush(async (b) => {
+          answers.push(await storage.addCounters(b));
+        }),
+        4,
+      );
+      assert.deepEqual(
+        answers,
+        [true, false, true],
+        'applied; the retry found it applied; the new batch applied',
+      );
+      const got = await persisted(sql, 'lostack');
+      assert.equal(got.streams.get(streams[0]!.id)?.hits, 5, 'four hits once, and the one counted since');
+      assert.equal(got.flows.get(flows[0]!)?.clicks, 5);
+    });
+
+    it('a flush that fails, then succeeds, counts once', async () => {
+      const { flows, streams } = await seed(sql, 'failok', 1, 1);
+      const counters = new ClickCounters();
+      for (let i = 0; i < 3; i++) counters.hit(flows[0]!, streams[0]!.id, Date.UTC(2026, 0, 3));
+      await sql.script(refuse('streams', streams[0]!.id));
+      try {
+        await assert.rejects(counters.flush((b) => storage.addCounters(b)));
+        await assert.rejects(counters.flush((b) => storage.addCounters(b)));
+      } finally {
+        await allow();
+      }
+      assert.equal((await persisted(sql, 'failok')).streams.get(streams[0]!.id)?.hits, 0);
+      await counters.flush((b) => storage.addCounters(b));
+      const got = await persisted(sql, 'failok');
+      assert.equal(got.streams.get(streams[0]!.id)?.hits, 3);
+      assert.equal(got.flows.get(flows[0]!)?.clicks, 3);
+    });
+
+    it('one batch sent by two connections at once is applied by one of them', async () => {
+      const { flows, streams } = await seed(sql, 'dup', 1, 1);
+      const other = backend.name === 'postgres' ? opened.reopen() : storage;
+      const batch: CounterBatch = {
+        id: newBatchId(),
+        streams: [{ id: streams[0]!.id, hits: 7, last_hit_at: at(1) }],
+        flows: [{ id: flows[0]!, clicks: 7, no_match: 0, last_click_at: at(1) }],
+      };
+      try {
+        const results = await Promise.all(
+          Array.from({ length: 6 }, (_, i) => (i % 2 ? other : storage).addCounters(batch)),
+        );
+        assert.equal(results.filter(Boolean).length, 1, `applied by exactly one: ${results}`);
+      } finally {
+        if (other !== storage) await other.close();
+      }
+      assert.equal((await persisted(sql, 'dup')).streams.get(streams[0]!.id)?.hits, 7);
+    });
+
+    it('guard rows are pruned after the retention, by each node every few minutes', async () => {
+      const clock = new ManualClock(Date.UTC(2026, 0, 1));
+      const own = await backend.open(clock);
+      try {
+        const x = own.sql();
+        const { flows } = await seed(x, 'prune', 1, 0);
+        const batchAt = () => ({
+          id: newBatchId(),
+          streams: [],
+          flows: [{ id: flows[0]!, clicks: 1, no_match: 0, last_click_at: at(1) }],
+        });
+        const guards = async () =>
+          toNum((await x.all<{ n: unknown }>('SELECT COUNT(*) AS n FROM applied_batches'))[0]?.n);
+        const old = batchAt();
+        await own.storage.addCounters(old);
+        await own.storage.addCounters(batchAt());
+        clock.advance(APPLIED_BATCH_RETENTION_MS - 60_000);
+        await own.storage.addCounters(batchAt()); // prunes (10 min since the node opened): nothing old enough
+        assert.equal(await guards(), 3);
+        clock.advance(120_000);
+        assert.equal(
+          await own.storage.pruneAppliedBatches(
+            new Date(clock.now() - APPLIED_BATCH_RETENTION_MS).toISOString(),
+          ),
+          2,
+        );
+        assert.equal(await guards(), 1);
+        clock.advance(APPLIED_BATCH_RETENTION_MS);
+        await own.storage.addCounters(batchAt()); // the node's own prune takes the third
+        assert.equal(await guards(), 1, 'only the newest guard row is left');
+        // Within the retention a retry is still refused; past it the guard is gone (hence a week).
+        assert.equal(await own.storage.addCounters(old), true);
+      } finally {
+        await own.cleanup();
+      }
     });
 
     /** A trigger that refuses the update of one row: the batch fails there, half-way through. */

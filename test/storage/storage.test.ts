@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
-import type { FlowRecord, Storage, StreamInput } from '../../src/storage/index.ts';
+import { type FlowRecord, newBatchId, type Storage, type StreamInput } from '../../src/storage/index.ts';
 import { BACKENDS } from './backends.ts';
 
 const stream = (flow_id: string, over: Partial<StreamInput> = {}): StreamInput => ({
@@ -337,6 +337,7 @@ for (const backend of BACKENDS) {
       // Two connections stand for two nodes on PostgreSQL; SQLite is one node per file.
       const other = backend.name === 'postgres' ? reopen() : storage;
       const batch = (n: number, at: string) => ({
+        id: newBatchId(),
         streams: [{ id: s.id, hits: n, last_hit_at: at }],
         flows: [{ id: f.id, clicks: n, no_match: 1, last_click_at: at }],
       });

@@ -1,0 +1,231 @@
+/**
+ * The click log's write path on SQLite and PostgreSQL:
+ *
+ * 1. `clicks.insertBatch` of 1k and 10k clicks (one idempotent batch each: guard row + one
+ *    multi-row insert), interleaved sizes, into a table that grows as a node's would; median ms a
+ *    batch and rows/s.
+ * 2. The whole path as a node runs it: `ClickLog.append` of 200,000 clicks, then flushes of
+ *    10,000-click batches until everything is written; clicks/s end to end.
+ * 3. Heap bytes a buffered click costs (run with `--expose-gc`; skipped otherwise).
+ *
+ *   node --expose-gc bench/storage/click-log.bench.ts [--rounds 7] [--backends sqlite,postgres] [--feed 200000]
+ *
+ * Clicks look like real ones: a fresh id, country, language, referrer host and IP prefix per click
+ * (strings made per request), flow/stream ids and os/browser names shared (they come from the
+ * routing and user-agent caches), sub1 on a third of them.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { pino } from 'pino';
+import { ClickLog } from '../../src/clicks/index.ts';
+import {
+  type NewClick,
+  newBatchId,
+  openPostgres,
+  openSqlite,
+  type Storage,
+} from '../../src/storage/index.ts';
+import { systemClock } from '../../src/time/index.ts';
+
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '7' },
+    backends: { type: 'string', default: 'sqlite,postgres' },
+    feed: { type: 'string', default: '200000' },
+  },
+});
+const ROUNDS = Number(values.rounds);
+const FEED = Number(values.feed);
+const PG_URL = process.env.SLUICE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+const FLOWS = Array.from(
+  { length: 100 },
+  (_, i) => `flow-${String(i).padStart(4, '0')}-0000-0000-000000000000`,
+);
+const STREAMS = FLOWS.map((f) => [0, 1, 2].map((s) => `${f.slice(0, 30)}-s${s}`));
+const AGENTS = [
+  ['mobile', 'Android', 'Chrome'],
+  ['mobile', 'iOS', 'Mobile Safari'],
+  ['desktop', 'Windows', 'Chrome'],
+  ['desktop', 'Mac OS', 'Safari'],
+  ['tablet', 'iOS', 'Mobile Safari'],
+] as const;
+const COUNTRIES = ['US', 'DE', 'FR', 'GB', 'BR', 'IN'];
+let seq = 0;
+
+/** A click as the hot path would make it: per-request strings fresh, cached ones shared. */
+function click(at: number): NewClick {
+  const n = seq++;
+  const f = n % FLOWS.length;
+  const a = AGENTS[n % AGENTS.length]!;
+  const bot = n % 50 === 0;
+  return {
+    // 22 characters, one flat string (an id generator's output, whatever its layout).
+    click_id: randomBytes(16).toString('base64url'),
+    flow_id: FLOWS[f]!,
+    stream_id: n % 20 === 0 ? null : STREAMS[f]![n % 3]!,
+    at,
+    outcome: bot ? 'bot' : n % 20 === 0 ? 'no_match' : 'redirect',
+    country: `${COUNTRIES[n % COUNTRIES.length]}`.slice(0),
+    device_type: a[0],
+    os: a[1],
+    browser: a[2],
+    language: ['en', 'de', 'fr'][n % 3]!.concat(''),
+    referrer_host: n % 4 === 0 ? null : `news${n % 97}.example.com`,
+    subs: n % 3 === 0 ? [`campaign-${n % 1000}`] : null,
+    is_unique: n % 5 !== 0,
+    is_bot: bot,
+    cost: bot ? 0 : 0.012,
+    ip_prefix: `203.0.${n % 256}.0/24`,
+  };
+}
+
+interface Opened {
+  storage: Storage;
+  close(): Promise<void>;
+}
+
+async function open(backend: string): Promise<Opened> {
+  if (backend === 'sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-'));
+    const storage = openSqlite(join(dir, 'bench.db'), systemClock);
+    await storage.migrate();
+    return {
+      storage,
+      close: async () => {
+        await storage.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+  const schema = `sluice_bench_${randomBytes(4).toString('hex')}`;
+  const storage = openPostgres({ url: PG_URL, poolMax: 4, schema, clock: systemClock });
+  await storage.migrate();
+  return {
+    storage,
+    close: async () => {
+      await storage.close();
+      const c = new pg.Client({ connectionString: PG_URL });
+      await c.connect();
+      await c.query(`DROP SCHEMA ${schema} CASCADE`);
+      await c.end();
+    },
+  };
+}
+
+async function pgAnswers(): Promise<boolean> {
+  const c = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
+  try {
+    await c.connect();
+    return true;
+  } catch (err) {
+    console.log(`PostgreSQL at ${PG_URL} unreachable (${(err as Error).message}): skipping it`);
+    return false;
+  } finally {
+    await c.end().catch(() => {});
+  }
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+
+function heapPerClick(): void {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (gc === undefined) {
+    console.log('heap a buffered click: run with --expose-gc to measure');
+    return;
+  }
+  const log = new ClickLog({
+    store: { insertBatch: async () => ({ applied: true, rows: 0 }) },
+    logger: pino({ level: 'silent' }),
+    serverId: null,
+    bufferMax: 10_000_000,
+    flushIntervalMs: 0,
+  });
+  const N = 200_000;
+  const at = Date.now();
+  gc();
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  for (let i = 0; i < N; i++) log.append(click(at + i));
+  gc();
+  gc();
+  const after = process.memoryUsage().heapUsed;
+  console.log(
+    `heap a buffered click: ${((after - before) / N).toFixed(0)} bytes (${N.toLocaleString('en-US')} clicks, ${log.stats().buffered} held)`,
+  );
+}
+
+heapPerClick();
+console.log(
+  `insertBatch: median of ${ROUNDS} batches a size after a warm-up, sizes interleaved; then ClickLog end to end`,
+);
+for (const backend of values.backends.split(',')) {
+  if (backend === 'postgres' && !(await pgAnswers())) continue;
+  const opened = await open(backend);
+  try {
+    const { storage } = opened;
+    const t = Date.now();
+    const batchOf = (n: number) => ({
+      id: newBatchId(),
+      server_id: 'bench-node',
+      rows: Array.from({ length: n }, (_, i) => click(t + i)),
+    });
+    await storage.clicks.insertBatch(batchOf(1000));
+    const times = new Map<number, number[]>([
+      [1000, []],
+      [10_000, []],
+    ]);
+    // This process's CPU a row (the whole of SQLite's cost; PostgreSQL's client side only): less
+    // sensitive than wall time to other jobs sharing the machine.
+    const cpu = new Map<number, number[]>([
+      [1000, []],
+      [10_000, []],
+    ]);
+    let queries = 0;
+    for (let r = 0; r < ROUNDS; r++) {
+      for (const size of times.keys()) {
+        const batch = batchOf(size);
+        const q0 = storage.stats().queries;
+        const c0 = process.cpuUsage();
+        const t0 = performance.now();
+        await storage.clicks.insertBatch(batch);
+        times.get(size)!.push(performance.now() - t0);
+        const c = process.cpuUsage(c0);
+        cpu.get(size)!.push((c.user + c.system) / size);
+        queries = storage.stats().queries - q0;
+      }
+    }
+    for (const [size, ts] of times) {
+      const ms = median(ts);
+      console.log(
+        `  ${backend.padEnd(8)} batch of ${String(size).padStart(6)}: ${ms.toFixed(1).padStart(7)} ms, ${fmt((size / ms) * 1000)} rows/s, ` +
+          `${median(cpu.get(size)!).toFixed(1)} µs this process's CPU a row, ` +
+          `${queries} queries a batch (min ${Math.min(...ts).toFixed(1)}, max ${Math.max(...ts).toFixed(1)} ms)`,
+      );
+    }
+    const log = new ClickLog({
+      store: storage.clicks,
+      logger: pino({ level: 'silent' }),
+      serverId: 'bench-node',
+      bufferMax: FEED,
+      flushIntervalMs: 0,
+    });
+    const feed = Array.from({ length: FEED }, (_, i) => click(t + i));
+    const t0 = performance.now();
+    for (const c of feed) log.append(c);
+    const appended = performance.now() - t0;
+    const written = await log.persist();
+    const ms = performance.now() - t0;
+    console.log(
+      `  ${backend.padEnd(8)} ClickLog: ${fmt(FEED)} clicks appended in ${appended.toFixed(1)} ms ` +
+        `(${((appended / FEED) * 1e6).toFixed(0)} ns each), written in ${(ms / 1000).toFixed(2)} s: ${fmt((written / ms) * 1000)} clicks/s`,
+    );
+  } finally {
+    await opened.close();
+  }
+}

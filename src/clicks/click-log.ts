@@ -1,0 +1,239 @@
+import { ApiError } from '../errors/index.ts';
+import {
+  type ClickBatch,
+  type ClickRecord,
+  type ClickStore,
+  clickRecordOf,
+  type NewClick,
+  newBatchId,
+} from '../storage/index.ts';
+import type { Logger } from '../telemetry/index.ts';
+import { type Clock, systemClock } from '../time/index.ts';
+
+/** Rows a batch holds at most: a flush of a larger buffer cuts several (bounded statements, short transactions). */
+export const CLICK_BATCH_MAX_ROWS = 10_000;
+
+/**
+ * Attempts of one batch that failed for a reason other than the database being unavailable (a row
+ * the database refuses, a deadlock...) before it is given up and its clicks counted as dropped:
+ * a batch that can never be written must not hold up every click behind it until the buffer
+ * overflows. An unavailable database is retried for as long as it takes.
+ */
+export const CLICK_BATCH_MAX_ATTEMPTS = 10;
+
+export interface ClickLogOptions {
+  store: Pick<ClickStore, 'insertBatch'>;
+  logger: Logger;
+  /** This node's id, written with each batch. */
+  serverId: string | null;
+  /** `clicks.buffer_max`: clicks held in memory at most, buffered and cut into unacknowledged batches alike. */
+  bufferMax: number;
+  /** `clicks.flush_interval_ms`; 0 when something else (a task) calls {@link ClickLog.flush}. */
+  flushIntervalMs: number;
+  batchMaxRows?: number;
+  clock?: Clock;
+}
+
+/** The click log's figures for system metrics (cumulative since start, except the gauges). */
+export interface ClickLogStats {
+  /** Clicks in the buffer, not yet cut into a batch (gauge). */
+  buffered: number;
+  /** Clicks in batches cut and not yet acknowledged (gauge). */
+  unacked: number;
+  buffer_max: number;
+  /** Clicks whose batch the database acknowledged. */
+  persisted: number;
+  /** Clicks lost: the buffer was full, a batch was given up, or the node stopped with the database down. */
+  dropped: number;
+  /** Flush attempts that failed (each is retried). */
+  failed_flushes: number;
+  last_error: string | null;
+}
+
+interface Pending {
+  batch: ClickBatch;
+  attempts: number;
+}
+
+const isUnavailable = (err: unknown) => err instanceof ApiError && err.code === 'db.unavailable';
+
+/**
+ * The click log's write path. The hot path appends a click to a bounded in-memory buffer (an array
+ * push: no I/O, no allocation beyond the record); every flush interval the buffer is cut into
+ * batches of at most {@link CLICK_BATCH_MAX_ROWS}, each with an id made at the cut, and written
+ * in order. A batch that fails stays at the head, unchanged, and is sent again with the same id on
+ * the next flush, so a batch whose commit went through but whose acknowledgement was lost is not
+ * written twice (storage applies an id once). While the database is down clicks keep arriving into
+ * the buffer until `bufferMax` clicks are held in all; past that a click is dropped and counted,
+ * never silently.
+ */
+export class ClickLog {
+  readonly #store: Pick<ClickStore, 'insertBatch'>;
+  readonly #log: Logger;
+  readonly #serverId: string | null;
+  readonly #batchMax: number;
+  readonly #intervalMs: number;
+  readonly #clock: Clock;
+  #max: number;
+  #buf: NewClick[] = [];
+  readonly #pending: Pending[] = [];
+  #held = 0;
+  #persisted = 0;
+  #dropped = 0;
+  #failed = 0;
+  #lastError: string | null = null;
+  #timer: NodeJS.Timeout | undefined;
+  #chain: Promise<unknown> = Promise.resolve();
+
+  constructor(opts: ClickLogOptions) {
+    this.#store = opts.store;
+    this.#log = opts.logger;
+    this.#serverId = opts.serverId;
+    this.#max = opts.bufferMax;
+    this.#batchMax = opts.batchMaxRows ?? CLICK_BATCH_MAX_ROWS;
+    this.#intervalMs = opts.flushIntervalMs;
+    this.#clock = opts.clock ?? systemClock;
+  }
+
+  /** Takes a click for the log; false when the buffer is full and the click was dropped (counted). */
+  append(click: NewClick): boolean {
+    if (this.#buf.length + this.#held >= this.#max) {
+      this.#dropped++;
+      return false;
+    }
+    this.#buf.push(click);
+    return true;
+  }
+
+  /** A click not yet written (for a postback that arrives before the flush), as it will be stored. */
+  find(clickId: string): ClickRecord | undefined {
+    for (let i = this.#buf.length - 1; i >= 0; i--) {
+      if (this.#buf[i]!.click_id === clickId) return clickRecordOf(this.#buf[i]!, this.#serverId);
+    }
+    for (const p of this.#pending) {
+      const c = p.batch.rows.find((r) => r.click_id === clickId);
+      if (c !== undefined) return clickRecordOf(c, p.batch.server_id);
+    }
+    return undefined;
+  }
+
+  stats(): ClickLogStats {
+    return {
+      buffered: this.#buf.length,
+      unacked: this.#held,
+      buffer_max: this.#max,
+      persisted: this.#persisted,
+      dropped: this.#dropped,
+      failed_flushes: this.#failed,
+      last_error: this.#lastError,
+    };
+  }
+
+  /** Starts the periodic flush (none when the interval is 0). */
+  start(): void {
+    if (this.#intervalMs <= 0 || this.#timer !== undefined) return;
+    this.#timer = setInterval(() => void this.flush(), this.#intervalMs);
+    this.#timer.unref();
+  }
+
+  /**
+   * Cuts what is buffered into batches and writes every unacknowledged batch, oldest first; returns
+   * the clicks written. Throws the first failure that stopped it (the batches stay for the next
+   * flush); flushes never overlap.
+   */
+  persist(): Promise<number> {
+    const run = this.#chain.then(() => this.#flushOnce());
+    this.#chain = run.catch(() => {});
+    return run;
+  }
+
+  /** {@link persist} for background use: a failure is logged, never thrown. */
+  async flush(): Promise<number> {
+    try {
+      return await this.persist();
+    } catch (err) {
+      this.#log.warn(
+        { err: (err as Error).message, buffered: this.#buf.length, unacked: this.#held },
+        'click log flush failed; its batches are kept and sent again',
+      );
+      return 0;
+    }
+  }
+
+  /**
+   * Graceful stop: no more clicks are taken, and everything held is written, retried until
+   * `timeoutMs` has passed while the database refuses. What could not be written by then is
+   * counted as dropped and logged. Returns the clicks written and lost.
+   */
+  async stop(timeoutMs = 5000): Promise<{ persisted: number; lost: number }> {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#max = 0;
+    const deadline = this.#clock.monotonic() + timeoutMs;
+    let persisted = 0;
+    for (;;) {
+      try {
+        persisted += await this.persist();
+      } catch {
+        // counted and kept; retried below while time remains
+      }
+      if (this.#buf.length + this.#held === 0) return { persisted, lost: 0 };
+      const left = deadline - this.#clock.monotonic();
+      if (left <= 0) break;
+      await new Promise((r) => setTimeout(r, Math.min(250, left)));
+    }
+    const lost = this.#buf.length + this.#held;
+    this.#dropped += lost;
+    this.#log.error(
+      { lost, err: this.#lastError },
+      'click log stopped with clicks it could not write: the database refused them until the stop timed out',
+    );
+    this.#buf = [];
+    this.#pending.length = 0;
+    this.#held = 0;
+    return { persisted, lost };
+  }
+
+  async #flushOnce(): Promise<number> {
+    this.#cut();
+    let written = 0;
+    while (this.#pending.length > 0) {
+      const p = this.#pending[0]!;
+      const rows = p.batch.rows.length;
+      try {
+        await this.#store.insertBatch(p.batch);
+      } catch (err) {
+        this.#failed++;
+        p.attempts++;
+        this.#lastError = (err as Error).message;
+        if (isUnavailable(err) || p.attempts < CLICK_BATCH_MAX_ATTEMPTS) throw err;
+        this.#pending.shift();
+        this.#held -= rows;
+        this.#dropped += rows;
+        this.#log.error(
+          { err: this.#lastError, batch_id: p.batch.id, clicks: rows, attempts: p.attempts },
+          'click batch given up: the database refused it on every attempt; its clicks are counted as dropped',
+        );
+        continue;
+      }
+      // Applied now or before (a retry of a batch whose acknowledgement was lost): written either way.
+      this.#pending.shift();
+      this.#held -= rows;
+      this.#persisted += rows;
+      written += rows;
+    }
+    return written;
+  }
+
+  /** Moves the buffer into batches of at most batchMax clicks, each with its id. */
+  #cut(): void {
+    if (this.#buf.length === 0) return;
+    const buf = this.#buf;
+    this.#buf = [];
+    for (let i = 0; i < buf.length; i += this.#batchMax) {
+      const rows = i === 0 && buf.length <= this.#batchMax ? buf : buf.slice(i, i + this.#batchMax);
+      this.#pending.push({ batch: { id: newBatchId(), server_id: this.#serverId, rows }, attempts: 0 });
+    }
+    this.#held += buf.length;
+  }
+}

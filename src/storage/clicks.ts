@@ -1,0 +1,306 @@
+import { ApiError } from '../errors/index.ts';
+import { type BatchColumnType, type BatchRow, BatchStatement } from './batch.ts';
+import type { BatchGuard } from './batch-guard.ts';
+import { fromMicros, toMicros } from './money.ts';
+import { decodeCursor, encodeCursor } from './paging.ts';
+import { type Row, type SqlExecutor, toIso } from './sql.ts';
+import { clickIdProblem, storableProblem, storableText } from './storable.ts';
+import {
+  type BatchResult,
+  type ChunkedDelete,
+  type ClickBatch,
+  type ClickFilter,
+  type ClickRecord,
+  type ClickStore,
+  LOG_TOTAL_CAP,
+  type LogPage,
+  type LogPageQuery,
+  type NewClick,
+  SUB_ID_COUNT,
+  SUB_ID_MAX_LENGTH,
+  type SubIds,
+} from './types.ts';
+
+export const SUB_COLUMNS = Array.from({ length: SUB_ID_COUNT }, (_, i) => `sub${i + 1}`) as (keyof SubIds)[];
+
+/** The click columns in insert order, with their batch types. */
+const INSERT_COLUMNS: [string, BatchColumnType][] = [
+  ['click_id', 'text'],
+  ['flow_id', 'text'],
+  ['stream_id', 'text'],
+  ['created_at', 'timestamptz'],
+  ['outcome', 'text'],
+  ['country', 'text'],
+  ['device_type', 'text'],
+  ['os', 'text'],
+  ['browser', 'text'],
+  ['language', 'text'],
+  ['referrer_host', 'text'],
+  ...SUB_COLUMNS.map((c): [string, BatchColumnType] => [c, 'text']),
+  ['is_unique', 'boolean'],
+  ['is_bot', 'boolean'],
+  ['cost_micros', 'bigint'],
+  ['ip_prefix', 'text'],
+  ['server_id', 'text'],
+];
+const NAMES = INSERT_COLUMNS.map(([n]) => n).join(', ');
+
+// A click id stored already is kept, never an error: a batch that conflicts would otherwise fail
+// on every retry and hold up every click behind it.
+const INSERT_CLICKS = new BatchStatement({
+  columns: INSERT_COLUMNS.map(([, t]) => t),
+  sqlite: `INSERT INTO clicks (${NAMES}) VALUES (${INSERT_COLUMNS.map((_, i) => `?${i + 1}`).join(', ')})
+    ON CONFLICT (click_id) DO NOTHING`,
+  postgres: `INSERT INTO clicks (${NAMES}) SELECT * FROM {rows} AS r (${NAMES})
+    ON CONFLICT (click_id) DO NOTHING`,
+});
+
+export const CLICK_COLUMNS = `click_id, flow_id, stream_id, created_at, outcome, country, device_type, os, browser,
+  language, referrer_host, ${SUB_COLUMNS.join(', ')}, is_unique, is_bot, cost_micros, ip_prefix, server_id`;
+
+/** A boolean as read back: 0/1 from SQLite, true/false from PostgreSQL. */
+export const toBool = (v: unknown): boolean => v === true || v === 1 || v === 1n;
+const str = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
+
+export function subsOf(r: Row): SubIds {
+  const out = {} as SubIds;
+  for (const c of SUB_COLUMNS) out[c] = str(r[c]);
+  return out;
+}
+
+export const toClick = (r: Row): ClickRecord => ({
+  click_id: String(r.click_id),
+  flow_id: String(r.flow_id),
+  stream_id: str(r.stream_id),
+  created_at: toIso(r.created_at)!,
+  outcome: r.outcome as ClickRecord['outcome'],
+  country: str(r.country),
+  device_type: r.device_type as ClickRecord['device_type'],
+  os: String(r.os),
+  browser: String(r.browser),
+  language: str(r.language),
+  referrer_host: str(r.referrer_host),
+  ...subsOf(r),
+  is_unique: toBool(r.is_unique),
+  is_bot: toBool(r.is_bot),
+  cost: fromMicros(r.cost_micros),
+  ip_prefix: str(r.ip_prefix),
+  server_id: str(r.server_id),
+});
+
+/** Text as both backends store it: U+0000 (PostgreSQL refuses it) becomes U+FFFD. */
+const text = (v: string | null | undefined): string | null =>
+  v === null || v === undefined ? null : storableText(v);
+const sub = (v: string | null | undefined): string | null =>
+  v === null || v === undefined
+    ? null
+    : storableText(v.length > SUB_ID_MAX_LENGTH ? v.slice(0, SUB_ID_MAX_LENGTH) : v);
+
+/**
+ * One click to its row. Everything the database could refuse is made storable here, since a batch
+ * refused for one row would be retried, and refused, again and again.
+ */
+function toRow(c: NewClick, serverId: string | null): BatchRow {
+  const row: unknown[] = [
+    c.click_id,
+    c.flow_id,
+    c.stream_id,
+    new Date(c.at).toISOString(),
+    c.outcome,
+    text(c.country),
+    c.device_type,
+    storableText(c.os),
+    storableText(c.browser),
+    text(c.language),
+    text(c.referrer_host),
+  ];
+  const subs = c.subs;
+  for (let i = 0; i < SUB_ID_COUNT; i++) row.push(subs === null ? null : sub(subs[i]));
+  row.push(c.is_unique, c.is_bot, toMicros(c.cost) ?? 0, text(c.ip_prefix), serverId);
+  return row;
+}
+
+/** The record a buffered click will be once stored (a postback may arrive before the flush). */
+export function clickRecordOf(c: NewClick, serverId: string | null): ClickRecord {
+  const subs = {} as SubIds;
+  SUB_COLUMNS.forEach((name, i) => {
+    subs[name] = c.subs === null ? null : sub(c.subs[i]);
+  });
+  return {
+    click_id: c.click_id,
+    flow_id: c.flow_id,
+    stream_id: c.stream_id,
+    created_at: new Date(c.at).toISOString(),
+    outcome: c.outcome,
+    country: text(c.country),
+    device_type: c.device_type,
+    os: storableText(c.os),
+    browser: storableText(c.browser),
+    language: text(c.language),
+    referrer_host: text(c.referrer_host),
+    ...subs,
+    is_unique: c.is_unique,
+    is_bot: c.is_bot,
+    cost: fromMicros(toMicros(c.cost) ?? 0),
+    ip_prefix: text(c.ip_prefix),
+    server_id: serverId,
+  };
+}
+
+/** The WHERE clause of a log list: equality filters, a time range, and the keyset position. */
+export function logWhere(
+  equal: Record<string, unknown>,
+  from: string | undefined,
+  to: string | undefined,
+): { where: string[]; params: unknown[] } {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  for (const [k, v] of Object.entries(equal)) {
+    if (v === undefined) continue;
+    where.push(`${k} = ?`);
+    params.push(v);
+  }
+  for (const [name, v, op] of [
+    ['from', from, '>='],
+    ['to', to, '<'],
+  ] as const) {
+    if (v === undefined) continue;
+    const problem = storableProblem('timestamp', v);
+    if (problem !== undefined) {
+      throw new ApiError('validation.invalid_input', `/filter/${name}: ${problem}`, {
+        details: [{ path: `/filter/${name}`, message: problem }],
+      });
+    }
+    where.push(`created_at ${op} ?`);
+    params.push(v);
+  }
+  return { where, params };
+}
+
+/**
+ * A newest-first keyset page over (created_at, id column) of a log table: the total counted up to
+ * {@link LOG_TOTAL_CAP}, the rows after the cursor compared as a row value (which both backends
+ * read off the (…, created_at, id) indexes), one row more than asked to know whether a page follows.
+ */
+export async function logPage<T extends { created_at: string }>(
+  exec: SqlExecutor,
+  q: {
+    table: string;
+    columns: string;
+    idColumn: string;
+    where: string[];
+    params: unknown[];
+    limit: number;
+    cursor: string | undefined;
+    checkId: (id: unknown) => string | undefined;
+    map: (r: Row) => T;
+    idOf: (item: T) => string;
+  },
+): Promise<LogPage<T>> {
+  const after =
+    q.cursor === undefined ? undefined : decodeCursor(q.cursor, 'created_at', 'desc', 'timestamp', q.checkId);
+  const filter = q.where.length ? `WHERE ${q.where.join(' AND ')}` : '';
+  const [count] = await exec.all<{ n: unknown }>(
+    `SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${q.table} ${filter} LIMIT ${LOG_TOTAL_CAP + 1}) AS capped`,
+    q.params,
+  );
+  const where = [...q.where];
+  const params = [...q.params];
+  if (after !== undefined) {
+    where.push(`(created_at, ${q.idColumn}) < (?, ?)`);
+    params.push(after.value, after.id);
+  }
+  const rows = await exec.all(
+    `SELECT ${q.columns} FROM ${q.table} ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+     ORDER BY created_at DESC, ${q.idColumn} DESC LIMIT ?`,
+    [...params, q.limit + 1],
+  );
+  const items = rows.slice(0, q.limit).map(q.map);
+  const last = items.at(-1);
+  const n = Number(count?.n ?? 0);
+  return {
+    items,
+    total: Math.min(n, LOG_TOTAL_CAP),
+    total_capped: n > LOG_TOTAL_CAP,
+    next_cursor:
+      rows.length > q.limit && last !== undefined
+        ? encodeCursor({ by: 'created_at', order: 'desc', value: last.created_at, id: q.idOf(last) })
+        : null,
+  };
+}
+
+const DELETE_CHUNK = 2000;
+
+export class SqlClicks implements ClickStore {
+  readonly #x: SqlExecutor;
+  readonly #guard: BatchGuard;
+
+  constructor(x: SqlExecutor, guard: BatchGuard) {
+    this.#x = x;
+    this.#guard = guard;
+  }
+
+  async insertBatch(batch: ClickBatch): Promise<BatchResult> {
+    if (batch.rows.length === 0) return { applied: true, rows: 0 };
+    const rows = batch.rows.map((c) => toRow(c, batch.server_id));
+    let written = 0;
+    const applied = await this.#guard.once(batch.id, 'clicks', async (tx) => {
+      written = await tx.batch(INSERT_CLICKS, rows);
+    });
+    return { applied, rows: written };
+  }
+
+  async get(clickId: string): Promise<ClickRecord | undefined> {
+    if (clickIdProblem(clickId) !== undefined) return undefined;
+    const [row] = await this.#x.all(`SELECT ${CLICK_COLUMNS} FROM clicks WHERE click_id = ?`, [clickId]);
+    return row && toClick(row);
+  }
+
+  async list(q: LogPageQuery<ClickFilter>): Promise<LogPage<ClickRecord>> {
+    const f = q.filter;
+    const { where, params } = logWhere(
+      {
+        flow_id: f.flow_id,
+        stream_id: f.stream_id,
+        outcome: f.outcome,
+        country: f.country,
+        is_bot: f.is_bot,
+        sub1: f.sub1,
+      },
+      f.from,
+      f.to,
+    );
+    return logPage(this.#x, {
+      table: 'clicks',
+      columns: CLICK_COLUMNS,
+      idColumn: 'click_id',
+      where,
+      params,
+      limit: q.limit,
+      cursor: q.cursor,
+      checkId: clickIdProblem,
+      map: toClick,
+      idOf: (c) => c.click_id,
+    });
+  }
+
+  async deleteOlderThan(before: string, opts: ChunkedDelete = {}): Promise<number> {
+    const problem = storableProblem('timestamp', before);
+    if (problem !== undefined) throw new Error(`deleteOlderThan: before ${problem}`);
+    const chunk = opts.chunkRows ?? DELETE_CHUNK;
+    let total = 0;
+    while (!opts.signal?.aborted) {
+      // One short statement a chunk, oldest first along the created_at index: a retention delete
+      // of millions of rows never holds a long lock, nor (SQLite runs in-process) the event loop.
+      const n = await this.#x.run(
+        `DELETE FROM clicks WHERE click_id IN
+           (SELECT click_id FROM clicks WHERE created_at < ? ORDER BY created_at LIMIT ?)`,
+        [before, chunk],
+      );
+      total += n;
+      if (n < chunk) break;
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    return total;
+  }
+}

@@ -1,0 +1,168 @@
+import { randomUUID } from 'node:crypto';
+import { ApiError } from '../errors/index.ts';
+import type { Clock } from '../time/index.ts';
+import { logPage, logWhere, SUB_COLUMNS, subsOf, toBool } from './clicks.ts';
+import { fromMicros, toMicros } from './money.ts';
+import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
+import { clickIdProblem, idProblem, storableText } from './storable.ts';
+import type {
+  ClickRecord,
+  ConversionFilter,
+  ConversionInput,
+  ConversionRecord,
+  ConversionStore,
+  LogPage,
+  LogPageQuery,
+} from './types.ts';
+
+/** The click's attribution copied into its conversion, in this order. */
+const ATTRIBUTION = [
+  'flow_id',
+  'stream_id',
+  'outcome',
+  'country',
+  'device_type',
+  'os',
+  'browser',
+  'language',
+  'referrer_host',
+  ...SUB_COLUMNS,
+  'is_unique',
+  'is_bot',
+] as const;
+
+const OWN = 'id, click_id, txid, status, payout_micros, currency, postbacks, created_at, updated_at';
+const COLUMNS = `${OWN}, click_created_at, ${ATTRIBUTION.join(', ')}`;
+
+// The first postback of (click_id, txid) inserts; the next ones update status, payout and currency
+// and count themselves. `postbacks = 1` afterwards tells a new conversion on both backends.
+const ON_CONFLICT = `ON CONFLICT (click_id, txid) DO UPDATE SET status = excluded.status,
+    payout_micros = excluded.payout_micros, currency = excluded.currency,
+    postbacks = conversions.postbacks + 1, updated_at = excluded.updated_at
+  RETURNING ${COLUMNS}`;
+
+/** PostgreSQL types a parameter in a SELECT list as text; SQLite would read the cast as NUMERIC. */
+const ts = (dialect: SqlExecutor['dialect']) => (dialect === 'postgres' ? 'CAST(? AS TIMESTAMPTZ)' : '?');
+const own = (dialect: SqlExecutor['dialect']) =>
+  `?, ?, ?, ?, CAST(? AS BIGINT), CAST(? AS TEXT), 1, ${ts(dialect)}, ${ts(dialect)}`;
+
+/** Attribution read from the click log in the same statement: no row when the click is unknown. */
+const fromClickLog = (dialect: SqlExecutor['dialect']) =>
+  `INSERT INTO conversions (${COLUMNS})
+   SELECT ${own(dialect)}, c.created_at, ${ATTRIBUTION.map((a) => `c.${a}`).join(', ')}
+   FROM clicks AS c WHERE c.click_id = ?
+   ${ON_CONFLICT}`;
+
+/** Attribution given by the caller (a click not yet flushed from a node's buffer). */
+const fromGiven = `INSERT INTO conversions (${COLUMNS})
+   VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ${ATTRIBUTION.map(() => '?').join(', ')})
+   ${ON_CONFLICT}`;
+
+const toConversion = (r: Row): ConversionRecord => ({
+  conversion_id: String(r.id),
+  click_id: String(r.click_id),
+  txid: r.txid === '' || r.txid === null || r.txid === undefined ? null : String(r.txid),
+  status: r.status as ConversionRecord['status'],
+  payout: fromMicros(r.payout_micros),
+  currency: String(r.currency),
+  postbacks: toNum(r.postbacks),
+  created_at: toIso(r.created_at)!,
+  updated_at: toIso(r.updated_at)!,
+  click_created_at: toIso(r.click_created_at)!,
+  flow_id: String(r.flow_id),
+  stream_id: r.stream_id === null ? null : String(r.stream_id),
+  outcome: r.outcome as ConversionRecord['outcome'],
+  country: (r.country ?? null) as string | null,
+  device_type: r.device_type as ConversionRecord['device_type'],
+  os: String(r.os),
+  browser: String(r.browser),
+  language: (r.language ?? null) as string | null,
+  referrer_host: (r.referrer_host ?? null) as string | null,
+  ...subsOf(r),
+  is_unique: toBool(r.is_unique),
+  is_bot: toBool(r.is_bot),
+});
+
+function invalid(path: string, message: string): ApiError {
+  return new ApiError('validation.invalid_input', `${path}: ${message}`, { details: [{ path, message }] });
+}
+
+/**
+ * Conversions, one row per (click_id, txid); an absent txid is stored as '' so that the unique
+ * index holds it once on both backends (NULLs never conflict). The click's attribution is copied
+ * in: a click row is never changed after it is written, so the copy cannot drift, conversions
+ * outlive the click log's retention, and reports sum conversions without joining millions of clicks.
+ */
+export class SqlConversions implements ConversionStore {
+  readonly #x: SqlExecutor;
+  readonly #clock: Clock;
+  readonly #fromClickLog: string;
+
+  constructor(x: SqlExecutor, clock: Clock) {
+    this.#x = x;
+    this.#clock = clock;
+    this.#fromClickLog = fromClickLog(x.dialect);
+  }
+
+  async upsert(
+    input: ConversionInput,
+    click?: ClickRecord,
+  ): Promise<{ conversion: ConversionRecord; created: boolean } | undefined> {
+    const idProblemText = clickIdProblem(input.click_id);
+    if (idProblemText !== undefined) throw invalid('/click_id', idProblemText);
+    const payout = toMicros(input.payout);
+    if (payout === undefined) throw invalid('/payout', 'must be a decimal from 0 to 9007199254.740991');
+    const now = new Date(this.#clock.now()).toISOString();
+    const own = [
+      randomUUID(),
+      input.click_id,
+      storableText(input.txid ?? ''),
+      input.status,
+      payout,
+      storableText(input.currency),
+      now,
+      now,
+    ];
+    let rows: Row[];
+    if (click === undefined) {
+      rows = await this.#x.all(this.#fromClickLog, [...own, input.click_id]);
+    } else {
+      if (click.click_id !== input.click_id) throw new Error('upsert: the click given is not the postback’s');
+      rows = await this.#x.all(fromGiven, [...own, click.created_at, ...ATTRIBUTION.map((a) => click[a])]);
+    }
+    const row = rows[0];
+    if (row === undefined) return undefined;
+    const conversion = toConversion(row);
+    return { conversion, created: conversion.postbacks === 1 };
+  }
+
+  async list(q: LogPageQuery<ConversionFilter>): Promise<LogPage<ConversionRecord>> {
+    const f = q.filter;
+    const { where, params } = logWhere(
+      { flow_id: f.flow_id, stream_id: f.stream_id, status: f.status },
+      f.from,
+      f.to,
+    );
+    return logPage(this.#x, {
+      table: 'conversions',
+      columns: COLUMNS,
+      idColumn: 'id',
+      where,
+      params,
+      limit: q.limit,
+      cursor: q.cursor,
+      checkId: idProblem,
+      map: toConversion,
+      idOf: (c) => c.conversion_id,
+    });
+  }
+
+  async ofClick(clickId: string): Promise<ConversionRecord[]> {
+    if (clickIdProblem(clickId) !== undefined) return [];
+    return (
+      await this.#x.all(`SELECT ${COLUMNS} FROM conversions WHERE click_id = ? ORDER BY created_at, id`, [
+        clickId,
+      ])
+    ).map(toConversion);
+  }
+}

@@ -1,0 +1,26 @@
+/**
+ * Money is stored as integer micro-units (millionths of the currency unit) in BIGINT / INTEGER
+ * columns, so sums over millions of rows are exact on both backends (a float sum drifts, and
+ * SQLite has no exact decimal type); it is shown as a decimal number. Six decimals cover every
+ * ISO 4217 currency and fractional cost per click (CPM / 1000), and a JSON number holds any
+ * micro amount up to 9 billion units exactly.
+ */
+export const MICROS = 1_000_000;
+
+/** The largest amount storable exactly: 9,007,199,254.740991 units. */
+export const MAX_MONEY = Number.MAX_SAFE_INTEGER / MICROS;
+
+/**
+ * A decimal amount to micro-units, rounded to the nearest micro-unit (a value parsed from a decimal
+ * with up to six places comes back exactly); undefined when it is negative, not finite, or beyond
+ * {@link MAX_MONEY}.
+ */
+export function toMicros(amount: number): number | undefined {
+  if (!Number.isFinite(amount) || amount < 0 || amount > MAX_MONEY) return undefined;
+  return Math.round(amount * MICROS);
+}
+
+/** Micro-units as read back (a number from SQLite, a string for BIGINT from PostgreSQL) to a decimal. */
+export function fromMicros(micros: unknown): number {
+  return Number(micros ?? 0) / MICROS;
+}
