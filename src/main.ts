@@ -12,6 +12,7 @@ import {
   registerSystemRoutes,
 } from './acp/index.ts';
 import { Authenticator, AuthLimiter, bootstrapAdmin } from './auth/index.ts';
+import { ClickLog } from './clicks/index.ts';
 import { type LeaderElection, LocalElection, NodeHeartbeat, PostgresElection } from './cluster/index.ts';
 import {
   type Config,
@@ -22,6 +23,7 @@ import {
   resolveBuildInfo,
 } from './config/index.ts';
 import { registerConsole } from './console/index.ts';
+import { registerPostbackRoute } from './conversions/index.ts';
 import { DEFAULT_SCOPE, Schedule, Scheduler, taskRunner } from './cron/index.ts';
 import { createServer, drainServer, registerHealth, registerMetricsRoute } from './http/index.ts';
 import { HttpClient } from './http-client/index.ts';
@@ -51,6 +53,7 @@ export interface SluiceNode {
   storage: Storage;
   election: LeaderElection;
   routing: RoutingService;
+  clickLog: ClickLog;
   httpClient: HttpClient;
   scheduler: Scheduler;
   logger: Logger;
@@ -61,6 +64,8 @@ export interface SluiceNode {
 
 /** How long leader-task runs stay in the run journal. */
 const JOURNAL_KEEP_MS = 7 * 86_400_000;
+/** How long a graceful stop keeps retrying the click log's last batches while the database refuses. */
+const CLICK_LOG_STOP_MS = 1000;
 
 /** A stable-looking id for this process when `app.server.id` is unset: host name plus 8 hex. */
 export function generateServerId(): string {
@@ -217,6 +222,20 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     // In-flight requests are done by the time this runs: whatever they counted is persisted
     // before storage closes, whatever became of the server's close.
     lifecycle.defer(() => routing.stop());
+    const clickLog = new ClickLog({
+      store: storage.clicks,
+      logger,
+      serverId,
+      bufferMax: config.clicks.buffer_max,
+      flushIntervalMs: config.clicks.flush_interval_ms,
+      clock,
+    });
+    clickLog.start();
+    // After the server drained: every click answered is in the buffer by then. A database that
+    // refuses gets a short retry, not the whole grace period (the stop has its deadline).
+    lifecycle.defer(async () => {
+      await clickLog.stop(Math.min(CLICK_LOG_STOP_MS, config.app.server.shutdown_timeout_ms));
+    });
 
     const app = createServer({ config, logger, telemetry, serverId });
     const graceMs = config.app.server.shutdown_timeout_ms;
@@ -258,6 +277,11 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     });
     registerConsole(app);
     registerGoRoute(app, routing, clock, opts.random);
+    registerPostbackRoute(app, {
+      conversions: storage.conversions,
+      pendingClick: (clickId) => clickLog.find(clickId),
+      keySha256: config.postback.key_sha256,
+    });
 
     const { host: listenHost, port: listenPort } = config.app.server;
     await app.listen({ host: listenHost, port: listenPort }).catch((err: NodeJS.ErrnoException) => {
@@ -297,6 +321,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       storage,
       election,
       routing,
+      clickLog,
       httpClient,
       scheduler,
       logger,

@@ -123,6 +123,13 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
+    postback: Type.Object(
+      {
+        // Affiliate networks send the key in the query string: only its hash is configured.
+        key_sha256: Type.Optional(Sha256Hex({ secret: true })),
+      },
+      strict,
+    ),
     clicks: Type.Object(
       {
         flush_interval_ms: Milliseconds(1000, 10, 60_000),

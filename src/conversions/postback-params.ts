@@ -1,8 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../errors/index.ts';
-
-export const CONVERSION_STATUSES = ['lead', 'sale', 'rejected'] as const;
-export type ConversionStatus = (typeof CONVERSION_STATUSES)[number];
+import { CONVERSION_STATUSES, type ConversionStatus } from '../storage/index.ts';
 
 /** A postback's values, checked: what §12 says a conversion is made of. */
 export interface Postback {
@@ -143,9 +141,4 @@ export function postbackKeyAccepted(keySha256: string | undefined, key: string |
   if (key === undefined) return false;
   const given = createHash('sha256').update(key, 'utf8').digest();
   return timingSafeEqual(given, Buffer.from(keySha256, 'hex'));
-}
-
-/** A micro-unit amount as the decimal number the API shows (exact for any amount the parser takes). */
-export function microsToDecimal(micros: number): number {
-  return micros / 1_000_000;
 }

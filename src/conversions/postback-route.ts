@@ -1,22 +1,17 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors/index.ts';
-import type { Clock } from '../time/index.ts';
 import {
+  type ClickRecord,
   type ConversionStatus,
-  type Postback,
-  parsePostback,
-  postbackKey,
-  postbackKeyAccepted,
-} from './postback-params.ts';
-
-/** Where a checked postback goes: the conversion it made or updated, or undefined for an unknown click. */
-export interface ConversionSink {
-  apply(postback: Postback, arrivedAt: string): Promise<{ conversion_id: string } | undefined>;
-}
+  type ConversionStore,
+  fromMicros,
+} from '../storage/index.ts';
+import { parsePostback, postbackKey, postbackKeyAccepted } from './postback-params.ts';
 
 export interface PostbackRouteOptions {
-  sink: ConversionSink;
-  clock: Clock;
+  conversions: ConversionStore;
+  /** A click this node took that is not written yet (a postback can beat the click log's flush). */
+  pendingClick: (clickId: string) => ClickRecord | undefined;
   /** `postback.key_sha256`: when set, every postback must carry the key whose SHA-256 this is. */
   keySha256: string | undefined;
 }
@@ -28,7 +23,7 @@ export interface PostbackAnswer {
   status: ConversionStatus;
 }
 
-/** A form body as an object of strings (a repeated key keeps every value, the parser takes the first). */
+/** A form body as an object of strings (a repeated key keeps every value; the parser takes the first). */
 function parseForm(body: string): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = Object.create(null);
   for (const [k, v] of new URLSearchParams(body)) {
@@ -41,7 +36,8 @@ function parseForm(body: string): Record<string, string | string[]> {
 /**
  * `GET|POST /postback` (§12): an affiliate network reports a conversion of a click. Parameters come
  * from the query string and from an urlencoded or JSON body; the same `(click_id, txid)` updates
- * one conversion. Errors are the contract's (400 values, 401 key, 404 click) with one record each.
+ * one conversion. The key is judged before anything else (401), then the values (400), then the
+ * click (404); each error is the contract's, with its one `api error` record.
  */
 export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteOptions): void {
   app.register((scope, _o, done) => {
@@ -55,15 +51,23 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
       if (!postbackKeyAccepted(opts.keySha256, postbackKey(request.query, request.body))) {
         throw new ApiError('auth.unauthorized', 'The postback key is missing or wrong.');
       }
-      const postback = parsePostback(request.query, request.body);
-      const arrivedAt = new Date(opts.clock.now()).toISOString();
-      const applied = await opts.sink.apply(postback, arrivedAt);
+      const pb = parsePostback(request.query, request.body);
+      const applied = await opts.conversions.upsert(
+        {
+          click_id: pb.click_id,
+          txid: pb.txid,
+          status: pb.status,
+          payout: fromMicros(pb.payout_micros),
+          currency: pb.currency,
+        },
+        opts.pendingClick(pb.click_id),
+      );
       if (applied === undefined) throw new ApiError('resource.not_found', 'No click has that click_id.');
       return {
         ok: true,
-        conversion_id: applied.conversion_id,
-        click_id: postback.click_id,
-        status: postback.status,
+        conversion_id: applied.conversion.conversion_id,
+        click_id: pb.click_id,
+        status: pb.status,
       };
     };
     scope.get('/postback', handler);

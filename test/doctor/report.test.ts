@@ -58,6 +58,9 @@ describe('the doctor text report', () => {
     assert.match(text, /✗ 5\. Routes with errors/);
     assert.match(text, /• \/go\/:slug: 1 of 4 calls failed/);
     assert.match(text, /✗ http:\/\/b:8080: unreachable \(ECONNREFUSED\)/);
-    assert.match(text, /Verdict: findings need attention \(exit 1; task p95 level 100 ms, client-error rate 0.5\)/);
+    assert.match(
+      text,
+      /Verdict: findings need attention \(exit 1; task p95 level 100 ms, client-error rate 0.5\)/,
+    );
   });
 });

@@ -1,0 +1,156 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { sha256Hex } from '../../src/auth/index.ts';
+import { newBatchId } from '../../src/storage/index.ts';
+import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { newClick } from '../helpers/records.ts';
+
+interface Answer {
+  status: number;
+  body: Record<string, unknown> & { error?: { code: string; message: string } };
+  requestId: string;
+}
+
+async function call(t: TestNode, path: string, init?: RequestInit): Promise<Answer> {
+  const res = await fetch(`${t.url}${path}`, init);
+  return {
+    status: res.status,
+    body: (await res.json()) as Answer['body'],
+    requestId: res.headers.get('x-request-id')!,
+  };
+}
+
+describe('postbacks (§12) on a node', () => {
+  let t: TestNode;
+  before(async () => {
+    t = await startTestNode();
+    await t.node.storage.clicks.insertBatch({
+      id: newBatchId(),
+      server_id: 'n1',
+      rows: [
+        newClick({
+          click_id: 'stored-1',
+          flow_id: 'f1',
+          stream_id: 's1',
+          country: 'DE',
+          subs: ['campaign-7'],
+        }),
+        newClick({ click_id: 'stored-2', flow_id: 'f1', stream_id: 's1' }),
+        newClick({ click_id: 'stored-3', flow_id: 'f1', stream_id: 's1' }),
+      ],
+    });
+  });
+  after(() => t.close());
+
+  test('GET: the first postback makes the conversion, attributed to its click; the same txid updates it', async () => {
+    const first = await call(t, '/postback?click_id=stored-1&payout=12.50&currency=eur&txid=T-1&status=lead');
+    assert.equal(first.status, 200);
+    assert.deepEqual(first.body, {
+      ok: true,
+      conversion_id: first.body.conversion_id,
+      click_id: 'stored-1',
+      status: 'lead',
+    });
+    assert.equal(typeof first.body.conversion_id, 'string');
+    const again = await call(t, '/postback?click_id=stored-1&payout=20&txid=T-1');
+    assert.equal(again.body.conversion_id, first.body.conversion_id);
+    assert.equal(again.body.status, 'sale');
+    const [conv, ...rest] = await t.node.storage.conversions.ofClick('stored-1');
+    assert.deepEqual(rest, []);
+    assert.deepEqual(
+      [conv!.status, conv!.payout, conv!.currency, conv!.postbacks, conv!.flow_id, conv!.country, conv!.sub1],
+      ['sale', 20, 'USD', 2, 'f1', 'DE', 'campaign-7'],
+    );
+    // Another txid is another conversion of the same click.
+    const other = await call(t, '/postback?click_id=stored-1&txid=T-2');
+    assert.notEqual(other.body.conversion_id, first.body.conversion_id);
+    assert.equal((await t.node.storage.conversions.ofClick('stored-1')).length, 2);
+  });
+
+  test('POST: a form body and a JSON body; the body wins over the query string', async () => {
+    const form = await call(t, '/postback?click_id=nope', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'click_id=stored-2&payout=3.25&status=sale',
+    });
+    assert.equal(form.status, 200, JSON.stringify(form.body));
+    const json = await call(t, '/postback', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ click_id: 'stored-3', payout: 1.5, txid: 'J' }),
+    });
+    assert.equal(json.status, 200, JSON.stringify(json.body));
+    assert.equal((await t.node.storage.conversions.ofClick('stored-2'))[0]!.payout, 3.25);
+    assert.equal((await t.node.storage.conversions.ofClick('stored-3'))[0]!.payout, 1.5);
+  });
+
+  test('a click still in the buffer (the postback beat the flush) converts too', async () => {
+    assert.equal(t.node.clickLog.append(newClick({ click_id: 'buffered-1', flow_id: 'f2' })), true);
+    const answer = await call(t, '/postback?click_id=buffered-1&payout=1');
+    assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    assert.equal((await t.node.storage.conversions.ofClick('buffered-1'))[0]!.flow_id, 'f2');
+  });
+
+  test('errors are the contract: 404 unknown click, 400 bad values, 415 other media; one record each', async () => {
+    for (const [path, init, status, code] of [
+      ['/postback?click_id=never-seen', undefined, 404, 'resource.not_found'],
+      ['/postback?click_id=stored-1&payout=-1&currency=XX', undefined, 400, 'validation.invalid_input'],
+      ['/postback', undefined, 400, 'validation.invalid_input'],
+      [
+        '/postback',
+        { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'click_id=stored-1' },
+        415,
+        'request.unsupported_media_type',
+      ],
+    ] as const) {
+      const a = await call(t, path, init);
+      assert.equal(a.status, status, path);
+      assert.equal(a.body.error?.code, code, path);
+      assert.equal(t.logs.apiErrors(a.requestId).length, 1, path);
+    }
+    const bad = await call(t, '/postback?click_id=stored-1&payout=-1&currency=XX');
+    assert.match(bad.body.error!.message, /payout: .*; currency: /);
+  });
+
+  test('each postback is counted like any route', () => {
+    const entry = t.node.telemetry.systemMetrics().controllers['/postback']!;
+    assert.ok(entry.count >= 8);
+    assert.ok(entry.client_errors >= 4);
+    assert.equal(entry.server_errors, 0);
+  });
+});
+
+describe('postbacks with a key', () => {
+  const key = 'network-shared-secret';
+  let t: TestNode;
+  before(async () => {
+    t = await startTestNode({ yaml: `postback:\n  key_sha256: ${sha256Hex(key)}\n` });
+    await t.node.storage.clicks.insertBatch({
+      id: newBatchId(),
+      server_id: 'n1',
+      rows: [newClick({ click_id: 'keyed-1' })],
+    });
+  });
+  after(() => t.close());
+
+  test('no key or a wrong one is 401 before anything else is judged; the right one converts; the key is never logged', async () => {
+    for (const path of [
+      '/postback?click_id=keyed-1',
+      '/postback?click_id=keyed-1&key=guess',
+      '/postback?payout=bad',
+    ]) {
+      const a = await call(t, path);
+      assert.equal(a.status, 401, path);
+      assert.equal(a.body.error?.code, 'auth.unauthorized', path);
+    }
+    const ok = await call(t, `/postback?click_id=keyed-1&key=${key}`);
+    assert.equal(ok.status, 200);
+    const form = await call(t, '/postback', {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: `click_id=keyed-1&txid=2&key=${key}`,
+    });
+    assert.equal(form.status, 200);
+    assert.ok(!t.logs.raw.includes(key));
+  });
+});
