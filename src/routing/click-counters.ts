@@ -1,4 +1,5 @@
 import type { CounterBatch } from '../storage/index.ts';
+import { TimeSlice } from '../time/index.ts';
 
 interface StreamDelta {
   hits: number;
@@ -71,15 +72,18 @@ export class ClickCounters {
     this.#streams = new Map();
     this.#flows = new Map();
     const iso = (ms: number) => new Date(ms).toISOString();
-    const batch: CounterBatch = {
-      streams: [...streams].map(([id, d]) => ({ id, hits: d.hits, last_hit_at: iso(d.last) })),
-      flows: [...flows].map(([id, d]) => ({
-        id,
-        clicks: d.clicks,
-        no_match: d.noMatch,
-        last_click_at: iso(d.last),
-      })),
-    };
+    // Built a slice at a time: 100k touched streams are tens of ms of work (#12). What is counted
+    // meanwhile goes to the fresh maps, for the next flush.
+    const slice = new TimeSlice();
+    const batch: CounterBatch = { streams: [], flows: [] };
+    for (const [id, d] of streams) {
+      batch.streams.push({ id, hits: d.hits, last_hit_at: iso(d.last) });
+      if ((batch.streams.length & 255) === 0) await slice.pause();
+    }
+    for (const [id, d] of flows) {
+      batch.flows.push({ id, clicks: d.clicks, no_match: d.noMatch, last_click_at: iso(d.last) });
+      if ((batch.flows.length & 255) === 0) await slice.pause();
+    }
     try {
       await persist(batch);
       return batch.streams.length + batch.flows.length;

@@ -14,10 +14,10 @@ export interface LoadedChunk {
 }
 
 /** How many stream rows one reload query should read: a few ms of synchronous SQLite work. */
-const RELOAD_ROWS_PER_QUERY = 1000;
+const RELOAD_ROWS_PER_QUERY = 100;
 /** Bounds of the slugs asked for in one reload query (below the storage's IN-list limit). */
 const RELOAD_CHUNK_MIN = 1;
-const RELOAD_CHUNK_MAX = 200;
+const RELOAD_CHUNK_MAX = 100;
 
 export interface CacheSection {
   entries: number;
@@ -98,6 +98,12 @@ export class RoutingCache {
     return e === MISSING ? null : (e as CompiledFlow);
   }
 
+  /** The flow cached for a slug, fresh or stale, without counting a hit (the reload compares with it). */
+  current(slug: string): CompiledFlow | undefined {
+    const e = this.#lru.peek(slug, { allowStale: true });
+    return e === undefined || e === MISSING ? undefined : (e as CompiledFlow);
+  }
+
   /**
    * Loads (once, however many callers wait) and caches. When the load fails, the last known data
    * is served if there is any; otherwise the failure surfaces (`db.unavailable`).
@@ -133,7 +139,7 @@ export class RoutingCache {
     const slice = new TimeSlice();
     let failure: unknown;
     let reloaded = 0;
-    let chunk = 50;
+    let chunk = 25;
     try {
       for (let i = 0; i < slugs.length && !signal?.aborted; ) {
         const part = slugs.slice(i, i + chunk);
