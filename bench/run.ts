@@ -22,6 +22,7 @@ const BENCHES: [string, string[], string[]][] = [
   ['routing/memory.ts', ['--expose-gc', '--max-semi-space-size=16'], []],
   ['http-client/overhead.bench.ts', [], []],
   ['cron/scheduler-overhead.bench.ts', [], []],
+  ['cron/background-stall.bench.ts', [], ['--streams', '10000']],
   ['storage/counter-flush.bench.ts', [], []],
   ['storage/click-log.bench.ts', ['--expose-gc'], []],
 ];

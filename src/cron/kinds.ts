@@ -1,8 +1,8 @@
 import type { CronTaskConfig } from '../config/index.ts';
 import type { HttpClient } from '../http-client/index.ts';
 import type { RoutingService } from '../routing/index.ts';
-import type { Storage, StreamRecord } from '../storage/index.ts';
-import type { Clock } from '../time/index.ts';
+import type { Storage, StreamTarget } from '../storage/index.ts';
+import { type Clock, TimeSlice } from '../time/index.ts';
 import type { ExecutionScope, TaskContext } from './scheduler.ts';
 
 export interface KindDeps {
@@ -66,44 +66,58 @@ async function probe(
 }
 
 const CHECK_PARALLELISM = 4;
+/** Active streams read per query: a page is one index range scan, a few ms at most. */
+const CHECK_PAGE = 500;
 
-/** Requests each active stream's target (HEAD, or GET where HEAD is refused) and records reachability. */
+/**
+ * Requests each active stream's target (HEAD, or GET where HEAD is refused) and records
+ * reachability. The streams are read a page at a time in id order, each page an index range
+ * scan that starts where the last one ended (no count, no sort of the table; its flow's slug
+ * comes in the same query), and read only when the checks run low, so memory holds one page
+ * whatever the number of streams; between pages the event loop gets a turn, so the run's
+ * timeout can fire even when every check fails at once.
+ */
 async function checkTargets(
   name: string,
   cfg: CronTaskConfig,
   deps: KindDeps,
   ctx: TaskContext,
 ): Promise<void> {
-  const streams: StreamRecord[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await deps.storage.streams.list({
-      filter: { status: 'active' },
-      sort: { by: 'created_at', order: 'asc' },
-      limit: 500,
-      cursor,
-    });
-    streams.push(...page.items);
-    cursor = page.next_cursor ?? undefined;
-  } while (cursor && !ctx.signal.aborted);
-
-  const slugs = new Map<string, string>();
-  const slugOf = async (flowId: string) => {
-    let slug = slugs.get(flowId);
-    if (slug === undefined) {
-      slug = (await deps.storage.flows.get(flowId))?.slug ?? '';
-      slugs.set(flowId, slug);
-    }
-    return slug;
-  };
   const perRequestMs = Math.min(10_000, cfg.timeout_ms);
+  const slice = new TimeSlice();
+  let page: StreamTarget[] = [];
+  let taken = 0;
+  let after: string | undefined;
+  let done = false;
+  let reading: Promise<void> | undefined;
+  let checked = 0;
   let unreachable = 0;
-  const queue = [...streams];
+
+  /** The next stream to check, reading the next page when this one is used up (one read at a time). */
+  const next = async (): Promise<StreamTarget | undefined> => {
+    for (;;) {
+      if (ctx.signal.aborted) return undefined;
+      if (taken < page.length) return page[taken++];
+      if (done) return undefined;
+      reading ??= (async () => {
+        await slice.pause();
+        const rows = await deps.storage.streams.activeTargets(after, CHECK_PAGE);
+        page = rows;
+        taken = 0;
+        after = rows.at(-1)?.id ?? after;
+        if (rows.length < CHECK_PAGE) done = true;
+      })().finally(() => {
+        reading = undefined;
+      });
+      await reading;
+    }
+  };
+
   const worker = async () => {
-    for (let s = queue.shift(); s !== undefined && !ctx.signal.aborted; s = queue.shift()) {
+    for (let s = await next(); s !== undefined; s = await next()) {
       const url = s.target_url
         .replaceAll('{country}', '')
-        .replaceAll('{flow}', encodeURIComponent(await slugOf(s.flow_id)))
+        .replaceAll('{flow}', encodeURIComponent(s.flow_slug))
         .replaceAll('{stream}', encodeURIComponent(s.id))
         .replaceAll('{request_id}', encodeURIComponent(ctx.runId));
       let error: string | null = null;
@@ -123,6 +137,7 @@ async function checkTargets(
         error = (err as Error).message;
       }
       if (ctx.signal.aborted) return;
+      checked++;
       if (error !== null) unreachable++;
       const written = await deps.storage.streams.setTargetStatus(
         s.id,
@@ -135,8 +150,9 @@ async function checkTargets(
       if (!written && ctx.fence && (await deps.storage.streams.get(s.id))) {
         throw new Error(`fenced: epoch ${ctx.epoch} no longer holds the lease`);
       }
+      await slice.pause();
     }
   };
   await Promise.all(Array.from({ length: CHECK_PARALLELISM }, worker));
-  ctx.log.info({ checked: streams.length, unreachable }, 'targets checked');
+  ctx.log.info({ checked, unreachable }, 'targets checked');
 }

@@ -1,10 +1,23 @@
 import { LRUCache } from 'lru-cache';
 import { ApiError } from '../errors/index.ts';
+import { TimeSlice } from '../time/index.ts';
 import type { CompiledFlow } from './compiled-flow.ts';
 
 /** Cached answer for a slug that has no flow, so unknown slugs cost one lookup per TTL, not one per click. */
 const MISSING = Object.freeze({ missing: true as const });
 type Entry = CompiledFlow | typeof MISSING;
+
+/** What a bulk load returns: the flows found by slug, and how many stream rows it read for them. */
+export interface LoadedChunk {
+  flows: Map<string, CompiledFlow>;
+  rows: number;
+}
+
+/** How many stream rows one reload query should read: a few ms of synchronous SQLite work. */
+const RELOAD_ROWS_PER_QUERY = 100;
+/** Bounds of the slugs asked for in one reload query (below the storage's IN-list limit). */
+const RELOAD_CHUNK_MIN = 1;
+const RELOAD_CHUNK_MAX = 100;
 
 export interface CacheSection {
   entries: number;
@@ -25,6 +38,9 @@ export class RoutingCache {
   readonly #max: number;
   /** What an invalidated slug held, kept only to serve when reloading it fails (database down). */
   readonly #lastKnown = new Map<string, Entry>();
+  readonly #loadMany: (slugs: readonly string[], slice: TimeSlice) => Promise<LoadedChunk>;
+  /** Per running reload, the slugs invalidated since it started: it must not put back what it read before. */
+  readonly #reloads = new Set<Set<string>>();
   #lastError: unknown;
   hits = 0;
   misses = 0;
@@ -34,8 +50,24 @@ export class RoutingCache {
     maxEntries: number;
     ttlMs: number;
     load: (slug: string) => Promise<CompiledFlow | undefined>;
+    /**
+     * Reads many slugs at once for {@link reloadAll}, pausing on `slice` between pieces of work;
+     * without it, each slug is loaded on its own.
+     */
+    loadMany?: (slugs: readonly string[], slice: TimeSlice) => Promise<LoadedChunk>;
   }) {
     this.#max = opts.maxEntries;
+    this.#loadMany =
+      opts.loadMany ??
+      (async (slugs, slice) => {
+        const flows = new Map<string, CompiledFlow>();
+        for (const slug of slugs) {
+          const flow = await opts.load(slug);
+          if (flow !== undefined) flows.set(slug, flow);
+          await slice.pause();
+        }
+        return { flows, rows: 0 };
+      });
     this.#lru = new LRUCache<string, Entry>({
       max: opts.maxEntries,
       ttl: opts.ttlMs,
@@ -66,6 +98,12 @@ export class RoutingCache {
     return e === MISSING ? null : (e as CompiledFlow);
   }
 
+  /** The flow cached for a slug, fresh or stale, without counting a hit (the reload compares with it). */
+  current(slug: string): CompiledFlow | undefined {
+    const e = this.#lru.peek(slug, { allowStale: true });
+    return e === undefined || e === MISSING ? undefined : (e as CompiledFlow);
+  }
+
   /**
    * Loads (once, however many callers wait) and caches. When the load fails, the last known data
    * is served if there is any; otherwise the failure surfaces (`db.unavailable`).
@@ -86,24 +124,54 @@ export class RoutingCache {
     return e === MISSING ? null : (e as CompiledFlow);
   }
 
-  /** Re-reads every cached slug from storage (`cache.reload`); throws the first failure after trying all. */
+  /**
+   * Re-reads every cached slug from storage (`cache.reload`), a chunk of slugs per query pair,
+   * yielding the event loop between chunks and between compiled flows so that no turn is held for
+   * more than a few ms at any cache size. A chunk that fails leaves its entries as they were
+   * (stale beats down); the first failure is thrown after every chunk has been tried. A slug
+   * changed (invalidated) or dropped while the reload ran is not put back: the next click loads
+   * it fresh. Stops early when `signal` aborts.
+   */
   async reloadAll(signal?: AbortSignal): Promise<number> {
+    const slugs = [...this.#lru.keys()];
+    const invalidated = new Set<string>();
+    this.#reloads.add(invalidated);
+    const slice = new TimeSlice();
     let failure: unknown;
     let reloaded = 0;
-    for (const slug of [...this.#lru.keys()]) {
-      if (signal?.aborted) break;
-      try {
-        await this.#lru.fetch(slug, { forceRefresh: true, allowStaleOnFetchRejection: false });
-        reloaded++;
-      } catch (err) {
-        failure ??= err;
+    let chunk = 25;
+    try {
+      for (let i = 0; i < slugs.length && !signal?.aborted; ) {
+        const part = slugs.slice(i, i + chunk);
+        i += part.length;
+        try {
+          const loaded = await this.#loadMany(part, slice);
+          for (const slug of part) {
+            if (invalidated.has(slug) || this.#lru.peek(slug, { allowStale: true }) === undefined) continue;
+            this.#lru.set(slug, loaded.flows.get(slug) ?? MISSING);
+            reloaded++;
+          }
+          // Sized so that the next query reads about RELOAD_ROWS_PER_QUERY stream rows.
+          if (loaded.rows > 0) {
+            const perFlow = loaded.rows / Math.max(1, loaded.flows.size);
+            chunk = Math.round(RELOAD_ROWS_PER_QUERY / perFlow);
+            chunk = Math.min(RELOAD_CHUNK_MAX, Math.max(RELOAD_CHUNK_MIN, chunk));
+          }
+        } catch (err) {
+          this.#lastError = err;
+          failure ??= err;
+        }
+        await slice.pause();
       }
+    } finally {
+      this.#reloads.delete(invalidated);
     }
     if (failure !== undefined) throw failure;
     return reloaded;
   }
 
   invalidate(slug: string): void {
+    for (const running of this.#reloads) running.add(slug);
     const current = this.#lru.peek(slug, { allowStale: true });
     if (current !== undefined) {
       this.#lastKnown.delete(slug);

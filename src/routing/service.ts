@@ -1,9 +1,10 @@
 import { ApiError } from '../errors/index.ts';
 import type { Aggregates, FlowRecord, Page, Storage, StreamRecord } from '../storage/index.ts';
 import type { Logger } from '../telemetry/index.ts';
+import type { TimeSlice } from '../time/index.ts';
 import { ClickCounters } from './click-counters.ts';
 import { type CompiledFlow, compileFlow } from './compiled-flow.ts';
-import { RoutingCache } from './routing-cache.ts';
+import { type LoadedChunk, RoutingCache } from './routing-cache.ts';
 import type { FlowCreate, FlowList, FlowUpdate, StreamCreate, StreamList, StreamUpdate } from './schemas.ts';
 import { countryListProblems, rejectIf, targetUrlField } from './validation.ts';
 
@@ -19,9 +20,24 @@ export interface RoutingOptions {
 }
 
 const ZERO: Aggregates = {
-  streams: { total: 0, active: 0, hits: 0 },
-  traffic_flows: { total: 0, active: 0, clicks: 0, no_match: 0 },
+  streams: { total: 0, active: 0 },
+  traffic_flows: { total: 0, active: 0 },
 };
+
+/** The system metrics' `streams` section (§5). */
+export interface StreamsSection {
+  total: number;
+  active: number;
+  hits: number;
+}
+
+/** The system metrics' `traffic_flows` section (§5). */
+export interface FlowsSection {
+  total: number;
+  active: number;
+  clicks: number;
+  no_match: number;
+}
 
 /**
  * Traffic flows and streams: validated writes that keep every node's cache right, lists with
@@ -36,6 +52,8 @@ export class RoutingService {
   readonly #aggregatesMs: number;
   #aggregates: Aggregates = ZERO;
   #timers: NodeJS.Timeout[] = [];
+  /** What each compiled flow was compiled from, so a reload reuses what has not changed. */
+  readonly #sources = new WeakMap<CompiledFlow, string>();
   #serial: Promise<unknown> = Promise.resolve();
 
   constructor(opts: RoutingOptions) {
@@ -47,6 +65,7 @@ export class RoutingService {
       maxEntries: opts.cacheMaxEntries,
       ttlMs: opts.cacheTtlMs,
       load: (slug) => this.#load(slug),
+      loadMany: (slugs, slice) => this.#loadMany(slugs, slice),
     });
     this.#storage.onInvalidation((slug) => this.cache.invalidate(slug));
   }
@@ -54,7 +73,39 @@ export class RoutingService {
   async #load(slug: string): Promise<CompiledFlow | undefined> {
     const flow = await this.#storage.flows.getBySlug(slug);
     if (flow === undefined) return undefined;
-    const compiled = compileFlow(flow, await this.#storage.streams.ofFlow(flow.id));
+    return this.#compile(flow, await this.#storage.streams.ofFlow(flow.id));
+  }
+
+  /** A chunk of slugs for the cache's reload: two queries, then one flow compiled per step. */
+  async #loadMany(slugs: readonly string[], slice: TimeSlice): Promise<LoadedChunk> {
+    const flows = await this.#storage.flows.bySlugs(slugs);
+    const streams = flows.length === 0 ? [] : await this.#storage.streams.ofFlows(flows.map((f) => f.id));
+    const byFlow = new Map<string, StreamRecord[]>();
+    for (const s of streams) {
+      const list = byFlow.get(s.flow_id);
+      if (list === undefined) byFlow.set(s.flow_id, [s]);
+      else list.push(s);
+    }
+    const out = new Map<string, CompiledFlow>();
+    for (const flow of flows) {
+      const rows = byFlow.get(flow.id) ?? [];
+      // Unchanged since it was compiled: keep it. Most flows are, and recompiling them all was
+      // most of a reload's CPU and a whole cache of garbage every 30 s.
+      const prev = this.cache.current(flow.slug);
+      if (prev !== undefined && this.#sources.get(prev) === sourceOf(flow, rows)) {
+        out.set(flow.slug, prev);
+        continue;
+      }
+      await slice.pause();
+      out.set(flow.slug, this.#compile(flow, rows));
+    }
+    return { flows: out, rows: streams.length };
+  }
+
+  #compile(flow: FlowRecord, streams: readonly StreamRecord[]): CompiledFlow {
+    const slug = flow.slug;
+    const compiled = compileFlow(flow, streams);
+    this.#sources.set(compiled, sourceOf(flow, streams));
     for (const { id, problem } of compiled.refused) {
       this.#log.warn(
         { slug, stream_id: id, problem },
@@ -115,7 +166,7 @@ export class RoutingService {
   }
 
   /** The `streams` section: totals from storage, hits counted by this node since it started. */
-  streamsSection(): Aggregates['streams'] {
+  streamsSection(): StreamsSection {
     return {
       total: this.#aggregates.streams.total,
       active: this.#aggregates.streams.active,
@@ -124,7 +175,7 @@ export class RoutingService {
   }
 
   /** The `traffic_flows` section: totals from storage, clicks and no-matches of this node since start. */
-  flowsSection(): Aggregates['traffic_flows'] {
+  flowsSection(): FlowsSection {
     return {
       total: this.#aggregates.traffic_flows.total,
       active: this.#aggregates.traffic_flows.active,
@@ -281,6 +332,18 @@ export class RoutingService {
       },
     );
   }
+}
+
+/**
+ * What a compiled flow is made of: the fields routing reads, not versions, so that a row changed
+ * by any writer (a script, a restore) is recompiled too. Counters and target checks are not in it.
+ */
+function sourceOf(flow: FlowRecord, streams: readonly StreamRecord[]): string {
+  let out = `${flow.slug}\n${flow.status}\n${flow.rotation}`;
+  for (const s of streams) {
+    out += `\n${s.id}\t${s.type}\t${s.position}\t${s.weight}\t${s.status}\t${s.redirect_code}\t${s.target_url}\t${JSON.stringify(s.filters)}`;
+  }
+  return out;
 }
 
 function notFound(what: string, path = '/id'): ApiError {

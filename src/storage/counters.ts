@@ -1,3 +1,4 @@
+import { TimeSlice } from '../time/index.ts';
 import { BatchStatement } from './batch.ts';
 import type { BatchGuard } from './batch-guard.ts';
 import type { CounterBatch } from './types.ts';
@@ -43,6 +44,9 @@ const FLOW_CLICKS = new BatchStatement({
  * only one of several matches.
  */
 export async function addCounters(guard: BatchGuard, batch: CounterBatch): Promise<boolean> {
+  // Merged a slice at a time, so a batch of 100k rows does not hold the event loop (#12).
+  const slice = new TimeSlice();
+  let n = 0;
   const streams = new Map<string, [id: string, hits: number, at: string]>();
   for (const s of batch.streams) {
     const row = streams.get(s.id);
@@ -51,6 +55,7 @@ export async function addCounters(guard: BatchGuard, batch: CounterBatch): Promi
       row[1] += s.hits;
       if (s.last_hit_at > row[2]) row[2] = s.last_hit_at;
     }
+    if ((++n & 255) === 0) await slice.pause();
   }
   const flows = new Map<string, [id: string, clicks: number, noMatch: number, at: string]>();
   for (const f of batch.flows) {
@@ -61,6 +66,7 @@ export async function addCounters(guard: BatchGuard, batch: CounterBatch): Promi
       row[2] += f.no_match;
       if (f.last_click_at > row[3]) row[3] = f.last_click_at;
     }
+    if ((++n & 255) === 0) await slice.pause();
   }
   if (streams.size === 0 && flows.size === 0) return true;
   return guard.once(batch.id, 'counters', async (tx) => {

@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { ApiError } from '../errors/index.ts';
-import { type BatchRow, type BatchStatement, columnArrays } from './batch.ts';
+import { type BatchRow, type BatchStatement, columnLiterals } from './batch.ts';
 import type { QueryStats } from './query-stats.ts';
 import type { Row, SqlExecutor } from './sql.ts';
 
@@ -84,7 +84,7 @@ class PostgresStatements {
   /** One statement, its parameters one array per column (a single statement is atomic by itself). */
   async batch(stmt: BatchStatement, rows: readonly BatchRow[]): Promise<number> {
     if (rows.length === 0) return 0;
-    const params = columnArrays(stmt.columns.length, rows);
+    const params = await columnLiterals(stmt.columns.length, rows);
     return (await query(this.target, this.stats, stmt.postgres, params)).rowCount ?? 0;
   }
 

@@ -20,7 +20,9 @@ import type {
   StreamRecord,
   StreamSortKey,
   StreamStore,
+  StreamTarget,
 } from './types.ts';
+import { MAX_IN_LIST } from './types.ts';
 
 const iso = (clock: Clock) => new Date(clock.now()).toISOString();
 
@@ -89,6 +91,12 @@ const toFlow = (r: Row): FlowRecord => ({
   updated_at: toIso(r.updated_at)!,
 });
 
+/** `?, ?, ?` for an `IN (...)` list, refused beyond {@link MAX_IN_LIST} values. */
+function inList(values: readonly unknown[]): string {
+  if (values.length > MAX_IN_LIST) throw new RangeError(`at most ${MAX_IN_LIST} values in one IN list`);
+  return values.map(() => '?').join(', ');
+}
+
 /** Builds `SET a = ?, b = ?` from the defined keys of a change set (keys from a fixed list only). */
 function setClause(
   changes: Record<string, unknown>,
@@ -138,6 +146,12 @@ export class SqlFlows implements FlowStore {
   async getBySlug(slug: string): Promise<FlowRecord | undefined> {
     const [row] = await this.#x.all(`SELECT ${FLOW_COLUMNS} FROM traffic_flows WHERE slug = ?`, [slug]);
     return row && toFlow(row);
+  }
+  async bySlugs(slugs: readonly string[]): Promise<FlowRecord[]> {
+    if (slugs.length === 0) return [];
+    return (
+      await this.#x.all(`SELECT ${FLOW_COLUMNS} FROM traffic_flows WHERE slug IN (${inList(slugs)})`, slugs)
+    ).map(toFlow);
   }
   async update(
     id: string,
@@ -303,5 +317,30 @@ export class SqlStreams implements StreamStore {
         flowId,
       ])
     ).map(toStream);
+  }
+
+  async ofFlows(flowIds: readonly string[]): Promise<StreamRecord[]> {
+    if (flowIds.length === 0) return [];
+    return (
+      await this.#x.all(
+        `SELECT ${STREAM_COLUMNS} FROM streams WHERE flow_id IN (${inList(flowIds)}) ORDER BY flow_id, position, id`,
+        flowIds,
+      )
+    ).map(toStream);
+  }
+
+  async activeTargets(afterId: string | undefined, limit: number): Promise<StreamTarget[]> {
+    // On streams_status_id (status, id): the page starts where the last one ended, whatever the size.
+    const rows = await this.#x.all(
+      `SELECT s.id, s.flow_id, f.slug, s.target_url FROM streams AS s JOIN traffic_flows AS f ON f.id = s.flow_id
+       WHERE s.status = 'active'${afterId === undefined ? '' : ' AND s.id > ?'} ORDER BY s.id LIMIT ?`,
+      afterId === undefined ? [limit] : [afterId, limit],
+    );
+    return rows.map((r) => ({
+      id: String(r.id),
+      flow_id: String(r.flow_id),
+      flow_slug: String(r.slug),
+      target_url: String(r.target_url),
+    }));
   }
 }

@@ -99,23 +99,14 @@ export class SqlStorage implements Storage {
   }
 
   async aggregates(): Promise<Aggregates> {
-    const [s] = await this.#b.exec.all(
-      `SELECT COUNT(*) AS total, COALESCE(SUM(CASE WHEN status = 'active' THEN 1 ELSE 0 END), 0) AS active,
-              COALESCE(SUM(hits), 0) AS hits FROM streams`,
+    const rows = await this.#b.exec.all<{ name: string; total: unknown; active: unknown }>(
+      'SELECT name, total, active FROM totals',
     );
-    const [f] = await this.#b.exec.all(
-      `SELECT COUNT(*) AS total, COALESCE(SUM(CASE WHEN status = 'active' THEN 1 ELSE 0 END), 0) AS active,
-              COALESCE(SUM(clicks), 0) AS clicks, COALESCE(SUM(no_match), 0) AS no_match FROM traffic_flows`,
-    );
-    return {
-      streams: { total: toNum(s?.total), active: toNum(s?.active), hits: toNum(s?.hits) },
-      traffic_flows: {
-        total: toNum(f?.total),
-        active: toNum(f?.active),
-        clicks: toNum(f?.clicks),
-        no_match: toNum(f?.no_match),
-      },
+    const of = (name: string) => {
+      const r = rows.find((x) => x.name === name);
+      return { total: toNum(r?.total), active: toNum(r?.active) };
     };
+    return { streams: of('streams'), traffic_flows: of('traffic_flows') };
   }
 
   publishInvalidation(slug: string): Promise<void> {

@@ -112,6 +112,11 @@ export interface FlowStore {
   create(input: FlowInput): Promise<FlowRecord>;
   get(id: string): Promise<FlowRecord | undefined>;
   getBySlug(slug: string): Promise<FlowRecord | undefined>;
+  /**
+   * The flows of several slugs in one query (the routing cache's reload reads a chunk at a time);
+   * slugs with no flow are simply absent. At most {@link MAX_IN_LIST} slugs.
+   */
+  bySlugs(slugs: readonly string[]): Promise<FlowRecord[]>;
   /** Applies changes; `expectedVersion` makes a stale update a `resource.conflict`. */
   update(id: string, changes: Partial<FlowInput>, expectedVersion?: number): Promise<FlowRecord | undefined>;
   /** Deletes the flow and its streams; the deleted flow, or undefined when there was none. */
@@ -131,6 +136,14 @@ export interface StreamStore {
   list(q: PageQuery<StreamFilter, StreamSortKey>): Promise<Page<StreamRecord>>;
   /** Every stream of a flow, in position order (for the routing cache). */
   ofFlow(flowId: string): Promise<StreamRecord[]>;
+  /** Every stream of several flows in one query, by flow then position. At most {@link MAX_IN_LIST} ids. */
+  ofFlows(flowIds: readonly string[]): Promise<StreamRecord[]>;
+  /**
+   * Active streams with an id after `afterId` (all when undefined), in id order, at most `limit`,
+   * with their flow's slug: `targets.check` walks them page by page on an index, with no count and
+   * no sort of the table, so a page costs the same at any size.
+   */
+  activeTargets(afterId: string | undefined, limit: number): Promise<StreamTarget[]>;
   /**
    * Records a target check, a leader-only write: fenced, false when the fence no longer holds or
    * the stream is gone. Does not change `version`: it is not an edit.
@@ -143,6 +156,17 @@ export interface StreamStore {
     fence?: Fence,
   ): Promise<boolean>;
 }
+
+/** What `targets.check` needs of an active stream. */
+export interface StreamTarget {
+  id: string;
+  flow_id: string;
+  flow_slug: string;
+  target_url: string;
+}
+
+/** Most values one `IN (...)` list may hold (well under both backends' parameter limits). */
+export const MAX_IN_LIST = 1000;
 
 /**
  * Counter deltas accumulated in memory and added atomically, so several nodes sum correctly. `id`
@@ -348,9 +372,14 @@ export interface ConversionStore {
   ofClick(clickId: string): Promise<ConversionRecord[]>;
 }
 
+/**
+ * How many flows and streams there are, and how many active, across all nodes (the system
+ * metrics' `total` and `active`; hits and clicks there are this node's own counters). Kept by the
+ * database in a `totals` row per table (migration 6), so reading them is O(1) at any size.
+ */
 export interface Aggregates {
-  streams: { total: number; active: number; hits: number };
-  traffic_flows: { total: number; active: number; clicks: number; no_match: number };
+  streams: { total: number; active: number };
+  traffic_flows: { total: number; active: number };
 }
 
 /** The `db` section of system metrics (§5). */
@@ -398,6 +427,7 @@ export interface Storage {
    * itself every few minutes. Returns how many went.
    */
   pruneAppliedBatches(before: string): Promise<number>;
+  /** The totals, one small read whatever the number of rows. */
   aggregates(): Promise<Aggregates>;
   /** Announces that a flow's routing data changed, to every node sharing the database. */
   publishInvalidation(slug: string): Promise<void>;

@@ -36,3 +36,5 @@ export class ManualClock implements Clock {
     this.#wall = wallMs;
   }
 }
+
+export { SLICE_BUDGET_MS, TimeSlice } from './time-slice.ts';

@@ -1,0 +1,147 @@
+/**
+ * How long each background task holds the event loop, at a given store size: the event-loop delay
+ * (p99 and max, `monitorEventLoopDelay`, 1 ms resolution) and the longest main-thread CPU time
+ * between two turns, while one run of each goes: cache reload (every flow cached), targets check
+ * (against a local HTTP target, stopped by its `timeout_ms` when it would take longer), totals
+ * refresh and counter flush (10 % of the streams touched). A real node in this process, seeded
+ * with plain SQL: `streams` streams in `streams / 5` flows, one stream in 10 active.
+ *
+ *   node bench/cron/background-stall.bench.ts [--streams 10000,100000] [--backends sqlite,postgres] [--check-ms 15000]
+ *
+ * It drives only the public API that the code before #12 had too, so the same file measures an
+ * older checkout (copy it into a `git worktree` of that commit); docs/PERFORMANCE.md compares both
+ * in one session, alternating.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { DatabaseSync } from 'node:sqlite';
+import { parseArgs } from 'node:util';
+import pg from 'pg';
+import { startTestNode } from '../../test/helpers/node.ts';
+import { PG_URL, pgAvailable } from '../../test/helpers/postgres.ts';
+
+const { values } = parseArgs({
+  options: {
+    streams: { type: 'string', default: '10000,100000' },
+    backends: { type: 'string', default: 'sqlite,postgres' },
+    'check-ms': { type: 'string', default: '15000' },
+  },
+});
+const PER_FLOW = 5;
+const ACTIVE_EVERY = 10;
+const NEVER = '0 0 1 1 *';
+
+let targetHits = 0;
+const target = createServer((_q, r) => {
+  targetHits++;
+  r.end();
+});
+await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
+const targetUrl = `http://127.0.0.1:${(target.address() as AddressInfo).port}/t/{stream}`;
+
+async function measure(fn: () => Promise<unknown>) {
+  const h = monitorEventLoopDelay({ resolution: 1 });
+  let cpu = process.threadCpuUsage();
+  let maxCpu = 0;
+  let on = true;
+  const tick = () => {
+    const now = process.threadCpuUsage();
+    maxCpu = Math.max(maxCpu, (now.user - cpu.user + now.system - cpu.system) / 1000);
+    cpu = now;
+    if (on) setTimeout(tick, 1);
+  };
+  setTimeout(tick, 1);
+  h.enable();
+  const t0 = performance.now();
+  await fn();
+  const ms = performance.now() - t0;
+  on = false;
+  await new Promise((r) => setTimeout(r, 5));
+  h.disable();
+  return { ms, p99: h.percentile(99) / 1e6, max: h.max / 1e6, maxCpu };
+}
+
+for (const backend of values.backends.split(',')) {
+  if (backend === 'postgres' && !(await pgAvailable())) continue;
+  for (const streams of values.streams.split(',').map(Number)) {
+    const flows = streams / PER_FLOW;
+    const t = await startTestNode({
+      ...(backend === 'postgres' ? { postgres: {} } : {}),
+      yaml:
+        `cache:\n  max_entries: ${flows}\n  ttl_ms: 3600000\ncron:\n  tasks:\n` +
+        `    stats_flush:\n      schedule: '${NEVER}'\n    cache_reload:\n      schedule: '${NEVER}'\n` +
+        `    targets_check:\n      schedule: '${NEVER}'\n      timeout_ms: ${values['check-ms']}\n`,
+    });
+    const now = new Date().toISOString();
+    if (backend === 'sqlite') {
+      const db = new DatabaseSync(join(t.dir, 'sluice.db'));
+      db.exec(`PRAGMA busy_timeout = 5000; BEGIN;
+        WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ${flows})
+        INSERT INTO traffic_flows (id, slug, name, status, rotation, created_at, updated_at)
+          SELECT printf('b-flow-%07d', i), printf('b-%07d', i), 'f', 'active', 'weight', '${now}', '${now}' FROM n;
+        WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ${streams})
+        INSERT INTO streams (id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, created_at, updated_at)
+          SELECT printf('b-stream-%07d', i), printf('b-flow-%07d', i / ${PER_FLOW}), 's', 'regular', i % ${PER_FLOW}, 100,
+                 CASE WHEN i % ${ACTIVE_EVERY} = 0 THEN 'active' ELSE 'paused' END,
+                 '{"countries_include":["DE","FR"]}', '${targetUrl}', 302, '${now}', '${now}' FROM n;
+        COMMIT;`);
+      db.close();
+    } else {
+      const c = new pg.Client({
+        connectionString: PG_URL,
+        options: `-c search_path=${t.node.config.storage.postgres.schema}`,
+      });
+      await c.connect();
+      await c.query(`
+        INSERT INTO traffic_flows (id, slug, name, status, rotation, created_at, updated_at)
+          SELECT 'b-flow-' || lpad(i::text, 7, '0'), 'b-' || lpad(i::text, 7, '0'), 'f', 'active', 'weight', '${now}', '${now}'
+          FROM generate_series(0, ${flows - 1}) AS i;
+        INSERT INTO streams (id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, created_at, updated_at)
+          SELECT 'b-stream-' || lpad(i::text, 7, '0'), 'b-flow-' || lpad((i / ${PER_FLOW})::text, 7, '0'), 's', 'regular', i % ${PER_FLOW}, 100,
+                 CASE WHEN i % ${ACTIVE_EVERY} = 0 THEN 'active' ELSE 'paused' END,
+                 '{"countries_include":["DE","FR"]}', '${targetUrl}', 302, '${now}', '${now}'
+          FROM generate_series(0, ${streams - 1}) AS i;
+        ANALYZE traffic_flows; ANALYZE streams;`);
+      await c.end();
+    }
+    for (let i = 0; i < flows; i += 200) {
+      await Promise.all(
+        Array.from({ length: Math.min(200, flows - i) }, (_, j) =>
+          t.node.routing.cache.load(`b-${String(i + j).padStart(7, '0')}`),
+        ),
+      );
+    }
+    await t.node.httpClient.request({ url: targetUrl, method: 'HEAD', client: 'warm-up' });
+    const rows: [string, Awaited<ReturnType<typeof measure>>, string][] = [];
+    const task = async (name: string) => {
+      const failures = () => t.node.scheduler.list().find((x) => x.name === name)!.runtime;
+      const r = await measure(() => t.node.scheduler.runNow(name).done);
+      return [r, failures().last_error ?? 'ok'] as const;
+    };
+    let [r, note] = await task('cache_reload');
+    rows.push(['cache reload', r, `${t.node.routing.cache.section().entries} flows; ${note}`]);
+    targetHits = 0;
+    [r, note] = await task('targets_check');
+    rows.push(['targets check', r, `${targetHits} of ${streams / ACTIVE_EVERY} checked; ${note}`]);
+    r = await measure(() => t.node.routing.refreshAggregates());
+    rows.push(['totals refresh', r, '']);
+    const at = Date.now();
+    for (let i = 0; i < streams; i += 10) {
+      const id = `b-stream-${String(i).padStart(7, '0')}`;
+      t.node.routing.counters.hit(`b-flow-${String(Math.floor(i / PER_FLOW)).padStart(7, '0')}`, id, at);
+    }
+    [r, note] = await task('stats_flush');
+    rows.push(['counter flush', r, `${streams / 10} streams; ${note}`]);
+    for (const [what, m, n] of rows) {
+      console.log(
+        `${backend.padEnd(8)} ${String(streams).padStart(6)} streams  ${what.padEnd(14)} ` +
+          `${m.ms.toFixed(0).padStart(7)} ms  loop delay p99 ${m.p99.toFixed(1).padStart(7)} ms, max ${m.max.toFixed(1).padStart(8)} ms; ` +
+          `longest CPU hold ${m.maxCpu.toFixed(1).padStart(8)} ms  (${n})`,
+      );
+    }
+    await t.close();
+  }
+}
+target.close();
