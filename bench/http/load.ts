@@ -131,10 +131,17 @@ const exited = (proc: ChildProcess) =>
 export async function startServer(
   name: string,
   variant: string,
-  opts: { scenario?: SluiceScenario } = {},
+  opts: {
+    scenario?: SluiceScenario;
+    /**
+     * Another checkout's bench/http/server-child.ts (e.g. a `git worktree` of `main`): its Sluice,
+     * measured in the same run as this one's.
+     */
+    child?: string;
+  } = {},
 ): Promise<BenchServer> {
   const args = [variant, ...(opts.scenario ? ['--scenario', JSON.stringify(opts.scenario)] : [])];
-  const proc = fork(resolve(import.meta.dirname, 'server-child.ts'), args, {
+  const proc = fork(opts.child ?? resolve(import.meta.dirname, 'server-child.ts'), args, {
     execArgv: NODE_SERVER_FLAGS,
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });

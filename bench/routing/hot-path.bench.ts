@@ -7,12 +7,17 @@
  * it, and the ratios are medians of those pairs.
  *
  *   node bench/routing/hot-path.bench.ts [--rounds 5] [--seconds 1] [--warmup 1] [--connections 50]
- *        [--client auto|wrk|autocannon] [--only light,mixed]
+ *        [--client auto|wrk|autocannon] [--only light,mixed] [--old DIR]
  *
  * `--client auto` (the default) uses wrk when installed (Debian: `apt-get install -y wrk`): it
  * spends a fraction of autocannon's CPU per request, so more of the two cores is left to the
  * servers. About two minutes with the defaults; `--rounds 11 --seconds 2` for a steadier figure.
+ *
+ * `--old DIR` also runs each scenario on the Sluice of another checkout (a before/after in one run):
+ *   git worktree add /tmp/hot-old main && ln -s "$PWD/node_modules" /tmp/hot-old/node_modules
+ *   node bench/routing/hot-path.bench.ts --old /tmp/hot-old ; git worktree remove --force /tmp/hot-old
  */
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
   type BenchServer,
@@ -37,6 +42,7 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '50' },
     client: { type: 'string', default: 'auto' },
     only: { type: 'string' },
+    old: { type: 'string' },
   },
 });
 
@@ -91,17 +97,25 @@ const peerMix = { paths: ['/go/bench'] };
 const nginx = await startNginx('nginx return 302');
 if (typeof nginx === 'string') console.log(`nginx skipped: ${nginx}`);
 // The Sluice nodes start (and seed) side by side; the peers are quick.
+const oldChild = values.old === undefined ? undefined : resolve(values.old, 'bench/http/server-child.ts');
+/** Each scenario on this checkout's Sluice, and on the old one's when asked: [name, what, scenario, child]. */
+const runs = scenarios.flatMap(([name, what, scenario]) => [
+  [`Sluice ${name}`, what, scenario, undefined] as const,
+  ...(oldChild === undefined ? [] : [[`old Sluice ${name}`, what, scenario, oldChild] as const]),
+]);
 const [http, fastify, ...sluice] = await Promise.all([
   startServer('node:http 302', 'node-http-302'),
   startServer('fastify 302', 'fastify-302'),
-  ...scenarios.map(([name, , scenario]) => startServer(`Sluice ${name}`, 'sluice', { scenario })),
+  ...runs.map(([name, , scenario, child]) =>
+    startServer(name, 'sluice', child === undefined ? { scenario } : { scenario, child }),
+  ),
 ]);
 const servers: BenchServer[] = [http!, fastify!, ...(typeof nginx === 'string' ? [] : [nginx]), ...sluice];
 const entries: Entry[] = [
   { server: http!, mix: peerMix },
   { server: fastify!, mix: peerMix },
   ...(typeof nginx === 'string' ? [] : [{ server: nginx, mix: peerMix }]),
-  ...scenarios.map(([, , scenario], i) => ({ server: sluice[i]!, mix: requestMix(scenario) })),
+  ...runs.map(([, , scenario], i) => ({ server: sluice[i]!, mix: requestMix(scenario) })),
 ];
 
 const base = entries[1]!;
@@ -112,7 +126,7 @@ try {
     base,
     onMeasure: (round, e, m) =>
       process.stderr.write(
-        `  round ${round + 1} ${e.server.name.padEnd(20)} ${m.cpuUsPerReq.toFixed(1).padStart(6)} µs/req ${m.rps.toFixed(0).padStart(6)} req/s\n`,
+        `  round ${round + 1} ${e.server.name.padEnd(24)} ${m.cpuUsPerReq.toFixed(1).padStart(6)} µs/req ${m.rps.toFixed(0).padStart(6)} req/s\n`,
       ),
   });
 } finally {
@@ -121,8 +135,8 @@ try {
 }
 
 console.log(`after: ${machine()}`);
-const notFounds = new Set(sluice.filter((_, i) => scenarios[i]![2].unknown !== undefined));
-const about = new Map(scenarios.map(([name, what]) => [`Sluice ${name}`, what]));
+const notFounds = new Set(sluice.filter((_, i) => runs[i]![2].unknown !== undefined));
+const about = new Map<string, string>(runs.map(([name, what]) => [name, what]));
 console.log(
   '\n| server | scenario | server CPU-µs/req | × bare fastify (CPU) | req/s | × bare fastify (req/s) | p99 ms | answers not 2xx/3xx |',
 );
@@ -140,4 +154,21 @@ for (const e of entries) {
   );
   // Everything else must be a redirect, or the figure is not what it says.
   if (notFound ? other < ms.reduce((n, m) => n + m.load.answered, 0) : other > 0) process.exitCode = 1;
+}
+
+if (oldChild !== undefined) {
+  // Each side's CPU over its own paired fastify window, then new over old, round by round.
+  console.log('\n| scenario | new ÷ old server CPU-µs/req (median of rounds) | range over rounds |');
+  console.log('|---|---:|---|');
+  for (const [name] of scenarios) {
+    const at = (label: string) => entries.find((e) => e.server.name === label)!;
+    const [now, old] = [at(`Sluice ${name}`), at(`old Sluice ${name}`)];
+    const norm = (e: Entry) =>
+      results.of.get(e)!.map((m, i) => m.cpuUsPerReq / results.baseOf.get(e)![i]!.cpuUsPerReq);
+    const [a, b] = [norm(now), norm(old)];
+    const ratios = a.map((x, i) => x / b[i]!);
+    console.log(
+      `| ${name} | ${median(ratios).toFixed(2)} | ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)} |`,
+    );
+  }
 }

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import {
   type IncomingMessage,
   type OutgoingHttpHeaders,
@@ -11,7 +10,7 @@ import type { Duplex } from 'node:stream';
 import { ApiError, type ErrorCode } from '../errors/index.ts';
 import { CLIENT_ERROR, type Logger, outcomeOf, type Recorder } from '../telemetry/index.ts';
 import { describeApiError } from './error-reply.ts';
-import { type CountryResolver, requestIdFrom } from './request-context.ts';
+import { type CountryResolver, newRequestId, requestIdFrom } from './request-context.ts';
 
 /** What Node keeps on a server connection that this module reads (not in Node's types). */
 type HttpConnection = Socket & {
@@ -116,7 +115,7 @@ export class Refusals {
     const res = conn._httpMessage;
     if (!res) {
       // The refused request, if any, has had its answer: the refusal is the connection's last one.
-      this.#answerRaw(conn, refused, randomUUID());
+      this.#answerRaw(conn, refused, newRequestId());
       return;
     }
     const unanswered = request !== undefined && res.req === request && !res.headersSent;

@@ -18,8 +18,9 @@ import {
 } from '../telemetry/index.ts';
 import { trackConnections } from './drain.ts';
 import { sendApiError, setTracingHeaders } from './error-reply.ts';
+import { type FactoryOptions, type FastRoute, FrontDoor, requestIdOf } from './fast-path.ts';
 import { Refusals } from './refusals.ts';
-import { CountryResolver, requestIdFrom } from './request-context.ts';
+import { CountryResolver } from './request-context.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -38,6 +39,11 @@ export interface ServerDeps {
    * costs; the tracing headers stay either way (they are the contract).
    */
   instrument?: boolean;
+  /**
+   * Answer cache hits of fast routes before fastify (default true). Off only for the test and the
+   * benchmark that compare the two paths.
+   */
+  fastPath?: boolean;
 }
 
 /** True when every string (keys included) in a parsed JSON value is well-formed UTF-16. */
@@ -58,6 +64,18 @@ function wellFormed(value: unknown): boolean {
   return true;
 }
 
+const frontDoors = new WeakMap<FastifyInstance, FrontDoor>();
+
+/**
+ * Lets a route answer what it can at once straight from Node's request, before fastify (see
+ * {@link FrontDoor}); the route must also be registered with fastify, which answers the rest.
+ */
+export function addFastRoute(app: FastifyInstance, route: FastRoute): void {
+  const front = frontDoors.get(app);
+  if (front === undefined) throw new Error('addFastRoute: the app was not made by createServer');
+  front.add(route);
+}
+
 /**
  * The fastify instance with everything every route shares: tracing headers on every response,
  * per-route recorders, the JSON body rules, and the single error path. Routes are added by the
@@ -68,12 +86,19 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   const country = new CountryResolver(config.app.server.country_header, config.app.server.trusted_proxies);
   const unmatched = telemetry.controllers.get(UNMATCHED_ROUTE);
   const refusals = new Refusals({ logger, serverId, country, unmatched });
+  const front = new FrontDoor({
+    enabled: deps.fastPath !== false,
+    serverId,
+    country,
+    recorder: (path) => (deps.instrument === false ? undefined : telemetry.controllers.get(path)),
+  });
 
   const app = Fastify({
     loggerInstance: logger as FastifyBaseLogger,
     // No per-request info lines (several µs each); the error path logs what matters.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
-    genReqId: requestIdFrom,
+    genReqId: requestIdOf,
+    serverFactory: (handler, opts) => front.server(handler, opts as FactoryOptions),
     childLoggerFactory: (root, bindings) =>
       new LazyRequestLogger(root as Logger, String(bindings.request_id)) as unknown as FastifyBaseLogger,
     bodyLimit: config.app.server.body_limit_bytes,
@@ -92,6 +117,11 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     http: { requireHostHeader: false },
   });
 
+  frontDoors.set(app, front);
+  app.addHook('preClose', (done) => {
+    front.closing();
+    done();
+  });
   refusals.attach(app.server);
 
   trackConnections(app.server);

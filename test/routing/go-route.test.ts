@@ -448,6 +448,50 @@ for (const backend of BACKENDS) {
       assert.equal((await t.node.storage.flows.get(only.flow.id))?.clicks, 0);
     });
 
+    it('a burst of concurrent clicks on a cold slug reads storage once (coalesced), then none', async () => {
+      const storage = t.node.storage;
+      // Written straight to storage: no invalidation notice can arrive in the middle of the burst.
+      const flow = await storage.flows.create({
+        slug: 'burst',
+        name: 'b',
+        status: 'active',
+        rotation: 'position',
+      });
+      await storage.streams.create({
+        flow_id: flow.id,
+        name: 'd',
+        type: 'default',
+        position: 0,
+        weight: 100,
+        status: 'active',
+        filters: {},
+        target_url: 'https://burst.test/{stream}',
+        redirect_code: 302,
+      });
+      const reads = { flows: 0, streams: 0 };
+      const { getBySlug } = storage.flows;
+      const { ofFlow } = storage.streams;
+      storage.flows.getBySlug = (slug) => {
+        if (slug === 'burst') reads.flows++;
+        return getBySlug.call(storage.flows, slug);
+      };
+      storage.streams.ofFlow = (id) => {
+        if (id === flow.id) reads.streams++;
+        return ofFlow.call(storage.streams, id);
+      };
+      try {
+        const burst = async () =>
+          (await Promise.all(Array.from({ length: 50 }, () => go('burst')))).map((r) => r.status);
+        assert.deepEqual(new Set(await burst()), new Set([302]));
+        assert.deepEqual(reads, { flows: 1, streams: 1 });
+        assert.deepEqual(new Set(await burst()), new Set([302]));
+        assert.deepEqual(reads, { flows: 1, streams: 1 }, 'cached: no read');
+      } finally {
+        storage.flows.getBySlug = getBySlug;
+        storage.streams.ofFlow = ofFlow;
+      }
+    });
+
     it('paging with limit and cursor walks every flow once', async () => {
       for (let i = 0; i < 7; i++)
         await call('/acp/traffic-flows/create', { slug: `walk-${i}`, name: `w${i}` });

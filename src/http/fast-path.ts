@@ -1,0 +1,155 @@
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import { outcomeOf, type Recorder } from '../telemetry/index.ts';
+import { type CountryResolver, requestIdFrom } from './request-context.ts';
+
+/** What a request's answer starts from: its id and its country (§3), decided once. */
+export interface RequestTrace {
+  id: string;
+  country: string | undefined;
+}
+
+/** An answer with no body: its status and the headers after the tracing ones, in order. */
+export interface FastAnswer {
+  status: number;
+  headers: Record<string, string>;
+}
+
+/**
+ * A route that may answer a plain `GET` straight from Node's request, before fastify sees it
+ * (see {@link FrontDoor}). It answers only what it can answer at once, with no I/O (a cache hit);
+ * for anything else it returns undefined and fastify answers the request as if the fast path did
+ * not exist.
+ */
+export interface FastRoute {
+  /** The path prefix it serves, e.g. `/go/`; the rest of the path, up to `?`, is its one parameter. */
+  prefix: string;
+  /** Its fastify path, which names its recorder, e.g. `/go/:slug`. */
+  path: string;
+  /** The answer, or undefined to hand the request to fastify. Must not throw. */
+  answer(param: string, trace: RequestTrace, req: IncomingMessage): FastAnswer | undefined;
+}
+
+/** The server options fastify hands a `serverFactory`, as it would have used them itself. */
+export interface FactoryOptions {
+  http?: object;
+  keepAliveTimeout?: number;
+  requestTimeout?: number;
+  connectionTimeout?: number;
+  maxRequestsPerSocket?: number;
+}
+
+const kTrace = Symbol('sluice.trace');
+type Traced = IncomingMessage & { [kTrace]?: RequestTrace };
+
+/**
+ * The request id fastify gives a request (its `genReqId`): the one the fast path already chose when
+ * it looked at the request and handed it over, so a request has one id whichever path answers it.
+ */
+export function requestIdOf(req: IncomingMessage): string {
+  return (req as Traced)[kTrace]?.id ?? requestIdFrom(req);
+}
+
+/**
+ * The HTTP server under fastify, with a front door: each request is first offered to the fast
+ * routes, and only the ones they do not answer reach fastify's handler. A fast answer is written
+ * with one `writeHead` carrying exactly the headers fastify's reply would carry (the tracing ones,
+ * the route's, `content-length: 0`), and is counted by the route's own recorder, so an operator
+ * cannot tell which path answered (test/http/fast-path.test.ts compares the two byte for byte).
+ *
+ * Handed to fastify untouched: every method but `GET`, a request with a body or an `Expect`, no
+ * `Host`, a path outside a fast prefix or with anything fastify would decode or re-route (only a
+ * plain parameter followed by `?` or nothing is taken), and every request once the server is
+ * closing (fastify then adds `Connection: close`).
+ */
+export class FrontDoor {
+  readonly #routes: { route: FastRoute; recorder: Recorder | undefined }[] = [];
+  readonly #serverId: string;
+  readonly #country: CountryResolver;
+  readonly #recorder: (path: string) => Recorder | undefined;
+  readonly #enabled: boolean;
+  #closing = false;
+
+  constructor(deps: {
+    /** False: every request goes to fastify (the comparison test and benchmark). */
+    enabled: boolean;
+    serverId: string;
+    country: CountryResolver;
+    /** The recorder of a route path; undefined when routes are not recorded. */
+    recorder: (path: string) => Recorder | undefined;
+  }) {
+    this.#enabled = deps.enabled;
+    this.#serverId = deps.serverId;
+    this.#country = deps.country;
+    this.#recorder = deps.recorder;
+  }
+
+  add(route: FastRoute): void {
+    if (this.#enabled) this.#routes.push({ route, recorder: this.#recorder(route.path) });
+  }
+
+  /** From fastify's `preClose`: from then on fastify answers everything (and closes connections). */
+  closing(): void {
+    this.#closing = true;
+  }
+
+  /** fastify's `serverFactory`: the server fastify would have made, with the front door in it. */
+  server(fastify: (req: IncomingMessage, res: ServerResponse) => void, opts: FactoryOptions): Server {
+    const server = createHttpServer(opts.http ?? {}, (req, res) => {
+      if (req.method !== 'GET' || this.#closing || !this.#answer(req, res)) fastify(req, res);
+    });
+    // As fastify's own getServerInstance sets them.
+    if (opts.keepAliveTimeout !== undefined) server.keepAliveTimeout = opts.keepAliveTimeout;
+    if (opts.requestTimeout !== undefined) server.requestTimeout = opts.requestTimeout;
+    if (opts.connectionTimeout !== undefined) server.setTimeout(opts.connectionTimeout);
+    if (opts.maxRequestsPerSocket !== undefined && opts.maxRequestsPerSocket > 0)
+      server.maxRequestsPerSocket = opts.maxRequestsPerSocket;
+    return server;
+  }
+
+  #answer(req: IncomingMessage, res: ServerResponse): boolean {
+    const url = req.url!;
+    const routes = this.#routes;
+    for (let i = 0; i < routes.length; i++) {
+      const { route, recorder } = routes[i]!;
+      if (!url.startsWith(route.prefix)) continue;
+      const start = performance.now();
+      const h = req.headers;
+      if (
+        h.host === undefined ||
+        h['content-length'] !== undefined ||
+        h['transfer-encoding'] !== undefined ||
+        h.expect !== undefined
+      )
+        return false;
+      const q = url.indexOf('?', route.prefix.length);
+      const param = url.slice(route.prefix.length, q === -1 ? url.length : q);
+      const trace: RequestTrace = { id: requestIdFrom(req), country: this.#country.resolve(req) };
+      let answer: FastAnswer | undefined;
+      try {
+        answer = route.answer(param, trace, req);
+      } catch {
+        // A route's bug must not take the connection down: fastify answers (and reports) it.
+        answer = undefined;
+      }
+      if (answer === undefined) {
+        (req as Traced)[kTrace] = trace;
+        return false;
+      }
+      // The headers in the order fastify's reply writes them: onRequest's, the route's, then its own.
+      const headers: Record<string, string> = { 'x-request-id': trace.id, 'x-server-id': this.#serverId };
+      if (trace.country !== undefined) headers['x-client-country-code'] = trace.country;
+      const extra = answer.headers;
+      for (const name in extra) headers[name] = extra[name]!;
+      headers['content-length'] = '0';
+      res.writeHead(answer.status, headers).end();
+      recorder?.record(performance.now() - start, outcomeOf(answer.status));
+      return true;
+    }
+    return false;
+  }
+}
