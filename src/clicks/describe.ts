@@ -1,16 +1,10 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Clock } from '../time/index.ts';
 import { ClickIdGenerator } from './click-id.ts';
-import {
-  ipPrefix,
-  preferredLanguage,
-  type QueryLike,
-  referrerHost,
-  subValue,
-  visitorKey,
-} from './request-facts.ts';
+import { ipPrefix, preferredLanguage, type QueryLike, referrerHost, subValue } from './request-facts.ts';
 import { UniquenessWindow } from './uniqueness.ts';
 import { type DeviceType, UserAgentClassifier } from './user-agent.ts';
+import { visitorKeyOf } from './visitor-key.ts';
 
 /**
  * What a click is, before routing decides where it goes: the request's share of the click record
@@ -113,7 +107,7 @@ export class ClickDescriber {
     const q = query ?? NO_QUERY;
     let isUnique = false;
     if (!agent.is_bot) {
-      const key = visitorKey(clientAddress, ua);
+      const key = visitorKeyOf(clientAddress, agent.visitor_seed);
       isUnique = record ? this.uniqueness.check(flowId, key) : this.uniqueness.peek(flowId, key);
     }
     return {

@@ -13,7 +13,6 @@ export {
   referrerHost,
   SUB_MAX_CHARS,
   subValue,
-  visitorKey,
 } from './request-facts.ts';
 export { type SeenVisitor, type UniquenessOptions, UniquenessWindow } from './uniqueness.ts';
 export {
@@ -24,3 +23,4 @@ export {
   UserAgentClassifier,
   type UserAgentInfo,
 } from './user-agent.ts';
+export { userAgentSeed, visitorKey, visitorKeyOf } from './visitor-key.ts';

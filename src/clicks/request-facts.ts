@@ -1,9 +1,8 @@
-import { hash } from 'node:crypto';
-import { isIPv4, isIPv6 } from 'node:net';
+import { isIPv4 } from 'node:net';
 
 /**
- * What a click's request says besides its user agent: language, referrer host, sub-ids, the
- * address prefix and the visitor key (§11, §13). Each function takes the raw header or value,
+ * What a click's request says besides its user agent: language, referrer host, sub-ids and the
+ * address prefix (§11, §13). Each function takes the raw header or value,
  * never throws, and answers null for anything it cannot read.
  */
 
@@ -138,9 +137,10 @@ export function referrerHost(header: string | undefined): string | null {
         break;
       }
     }
-    // A last label starting with a digit may be an IPv4 address (`1.2.3.4`, `0x7f`), and `xn--`
-    // labels are checked by the IDN rules: both are for the URL parser.
-    const digitLast = lastLabel < i && header.charCodeAt(lastLabel) <= 57;
+    // A last label starting with a digit may make an IPv4 address (`1.2.3.4`, `0x7f`; with a
+    // trailing dot, the label before it), and `xn--` labels are checked by the IDN rules: all of
+    // these are for the URL parser.
+    const digitLast = lastLabel === i || header.charCodeAt(lastLabel) <= 57;
     if (plain && i > start && !digitLast && i - start <= HOST_MAX_CHARS) {
       const host = header.slice(start, i);
       if (!host.includes('xn--') && !host.includes('XN--')) return intern(host.toLowerCase());
@@ -218,7 +218,6 @@ export function canonicalAddress(address: string): string {
 export function ipPrefix(address: string | undefined): string | null {
   if (address === undefined || address.length === 0) return null;
   if (isIPv4(address)) return `${address.slice(0, address.lastIndexOf('.'))}.0/24`;
-  if (!isIPv6(address)) return null;
   const groups = ipv6Groups(address);
   if (groups === null) return null;
   if (isMappedV4(groups)) return `${groups[6]! >> 8}.${groups[6]! & 255}.${groups[7]! >> 8}.0/24`;
@@ -263,16 +262,4 @@ function ipv6Groups(address: string): number[] | null {
   const missing = 8 - head.length - tail.length;
   if (halves.length === 2 ? missing < 1 : missing !== 0) return null;
   return [...head, ...new Array<number>(missing).fill(0), ...tail];
-}
-
-/**
- * The visitor key of §11: SHA-256 of the client address (IPv4-mapped IPv6 as IPv4) and the user
- * agent, its first 72 bits in base64url (12 characters). The same pair gives the same key on every
- * node, and the raw pair is never kept. 72 bits: two different visitors of one flow share a key
- * about once in 10^8 flows of ten million visitors each. Twelve characters are also below V8's
- * sliced-string threshold, so the key is a small string of its own, not a view of the digest.
- */
-export function visitorKey(address: string | undefined, userAgent: string | undefined): string {
-  const a = address === undefined ? '' : canonicalAddress(address);
-  return hash('sha256', `${a}\n${userAgent ?? ''}`, 'base64url').slice(0, 12);
 }

@@ -3,7 +3,8 @@ import type { Clock } from '../time/index.ts';
 /** A visitor first seen on a flow, as nodes tell each other through storage. */
 export interface SeenVisitor {
   flow_id: string;
-  visitor_key: string;
+  /** The visitor key (visitor-key.ts): a 52-bit integer. */
+  visitor_key: number;
   /** Milliseconds since the epoch: the click that opened the visitor's window. */
   first_seen_at: number;
 }
@@ -50,9 +51,9 @@ export class UniquenessWindow {
   readonly #share: boolean;
   /** Seconds are counted from here, so window ends stay small integers (V8 keeps them unboxed). */
   readonly #base: number;
-  readonly #flows = new Map<string, Map<string, number>>();
+  readonly #flows = new Map<string, Map<number, number>>();
   #ringFlow: (string | undefined)[];
-  #ringKey: (string | undefined)[];
+  #ringKey: Float64Array;
   #ringEnd: Int32Array;
   #head = 0;
   #size = 0;
@@ -68,7 +69,7 @@ export class UniquenessWindow {
     this.#base = Math.floor(options.clock.now() / 1000);
     const capacity = Math.min(INITIAL_CAPACITY, this.#max);
     this.#ringFlow = new Array(capacity).fill(undefined);
-    this.#ringKey = new Array(capacity).fill(undefined);
+    this.#ringKey = new Float64Array(capacity);
     this.#ringEnd = new Int32Array(capacity);
   }
 
@@ -76,7 +77,7 @@ export class UniquenessWindow {
    * Whether this click of the visitor on the flow is unique; a unique click opens the pair's
    * window (and, when sharing, is kept for {@link takeNew}).
    */
-  check(flowId: string, visitorKey: string): boolean {
+  check(flowId: string, visitorKey: number): boolean {
     const nowMs = this.#clock.now();
     const now = this.#seconds(nowMs);
     const end = this.#flows.get(flowId)?.get(visitorKey);
@@ -92,7 +93,7 @@ export class UniquenessWindow {
   }
 
   /** Whether a click would be unique, changing nothing (the routing simulator, §16). */
-  peek(flowId: string, visitorKey: string): boolean {
+  peek(flowId: string, visitorKey: number): boolean {
     const end = this.#flows.get(flowId)?.get(visitorKey);
     return end === undefined || end <= this.#seconds(this.#clock.now());
   }
@@ -140,7 +141,7 @@ export class UniquenessWindow {
     return Math.floor(ms / 1000) - this.#base;
   }
 
-  #open(flowId: string, key: string, end: number, now: number): void {
+  #open(flowId: string, key: number, end: number, now: number): void {
     if (this.#size === this.#ringEnd.length) {
       if (this.#size < this.#max) this.#grow();
       else if (this.#evictHead(now)) this.#evictedEarly++;
@@ -171,7 +172,6 @@ export class UniquenessWindow {
     const key = this.#ringKey[h]!;
     const end = this.#ringEnd[h]!;
     this.#ringFlow[h] = undefined;
-    this.#ringKey[h] = undefined;
     this.#head = (h + 1) % this.#ringEnd.length;
     this.#size--;
     const visitors = this.#flows.get(flowId);
@@ -186,12 +186,12 @@ export class UniquenessWindow {
     const old = this.#ringEnd.length;
     const capacity = Math.min(old * 2, this.#max);
     const flows = new Array<string | undefined>(capacity).fill(undefined);
-    const keys = new Array<string | undefined>(capacity).fill(undefined);
+    const keys = new Float64Array(capacity);
     const ends = new Int32Array(capacity);
     for (let i = 0; i < this.#size; i++) {
       const from = (this.#head + i) % old;
       flows[i] = this.#ringFlow[from];
-      keys[i] = this.#ringKey[from];
+      keys[i] = this.#ringKey[from]!;
       ends[i] = this.#ringEnd[from]!;
     }
     this.#ringFlow = flows;

@@ -2,6 +2,7 @@ import Bowser from 'bowser';
 import { isbot } from 'isbot';
 import { LRUCache } from 'lru-cache';
 import { withoutControls } from './request-facts.ts';
+import { userAgentSeed } from './visitor-key.ts';
 
 export const DEVICE_TYPES = ['desktop', 'mobile', 'tablet', 'other'] as const;
 export type DeviceType = (typeof DEVICE_TYPES)[number];
@@ -15,6 +16,8 @@ export interface UserAgentInfo {
   readonly browser: string | null;
   /** `isbot` recognises a bot, crawler or link previewer; or the user agent is empty. */
   readonly is_bot: boolean;
+  /** The user agent's share of the visitor key ({@link userAgentSeed}), hashed once per distinct user agent. */
+  readonly visitor_seed: number;
 }
 
 /**
@@ -26,7 +29,13 @@ export const USER_AGENT_MAX_CHARS = 1024;
 /** A name longer than this is cut: bowser's last resort names a browser after the user agent's first token. */
 const NAME_MAX_CHARS = 64;
 
-const EMPTY: UserAgentInfo = Object.freeze({ device_type: 'other', os: null, browser: null, is_bot: true });
+const EMPTY: UserAgentInfo = Object.freeze({
+  device_type: 'other',
+  os: null,
+  browser: null,
+  is_bot: true,
+  visitor_seed: userAgentSeed(''),
+});
 
 function name(raw: string | undefined): string | null {
   if (!raw) return null;
@@ -47,6 +56,7 @@ export function parseUserAgent(ua: string): UserAgentInfo {
     os: name(r.os.name),
     browser: name(r.browser.name),
     is_bot: isbot(ua),
+    visitor_seed: userAgentSeed(ua),
   });
 }
 

@@ -9,9 +9,7 @@ import {
   referrerHost,
   SUB_MAX_CHARS,
   subValue,
-  visitorKey,
 } from '../../src/clicks/index.ts';
-import { USER_AGENTS as UA } from '../helpers/user-agents.ts';
 
 describe('language: the preferred Accept-Language entry (§13)', () => {
   const cases: [string | undefined, string | null][] = [
@@ -198,36 +196,5 @@ describe('IP prefix (§11)', () => {
     assert.equal(canonicalAddress('::ffff:c633:6401'), '198.51.100.1');
     assert.equal(canonicalAddress('198.51.100.1'), '198.51.100.1');
     assert.equal(canonicalAddress('2001:db8::1'), '2001:db8::1');
-  });
-});
-
-describe('visitor key (§11)', () => {
-  test('the same address and user agent give the same key (on any node: nothing node-local goes in)', () => {
-    const a = visitorKey('203.0.113.7', UA.safariIphone);
-    assert.equal(visitorKey('203.0.113.7', UA.safariIphone), a);
-    assert.match(a, /^[A-Za-z0-9_-]{12}$/);
-    assert.equal(
-      visitorKey('::ffff:203.0.113.7', UA.safariIphone),
-      a,
-      'dual-stack sockets: the same visitor',
-    );
-  });
-
-  test('a different address or user agent is a different visitor', () => {
-    const keys = new Set<string>();
-    for (let i = 0; i < 256; i++) {
-      keys.add(visitorKey(`203.0.113.${i}`, UA.safariIphone));
-      keys.add(visitorKey(`203.0.113.${i}`, UA.chromeAndroidPhone));
-    }
-    keys.add(visitorKey(undefined, UA.safariIphone));
-    keys.add(visitorKey('203.0.113.1', undefined));
-    assert.equal(keys.size, 514);
-  });
-
-  test('never the raw pair', () => {
-    const key = visitorKey('203.0.113.7', 'curl/8.5.0');
-    assert.ok(!key.includes('203') && !key.includes('curl'));
-    // The separator keeps (a, b·c) and (a·b, c) apart.
-    assert.notEqual(visitorKey('1.2.3.4', '5x'), visitorKey('1.2.3.45', 'x'));
   });
 });
