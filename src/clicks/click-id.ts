@@ -36,7 +36,7 @@ function encode(value: number, chars: number): string {
  * Unique within a generator: (milliseconds, counter) only ever increases. The clock is never
  * followed backwards (a wall clock stepped back keeps the last millisecond), and when the counter
  * wraps the millisecond is moved on by one, as ULID's monotonic mode does. Unique across nodes and
- * restarts: two generators would also need the same 60 random bits (about one chance in 10^16 for
+ * restarts: two generators would also need the same 60 random bits (about one chance in 10^12 for
  * a thousand generators alive at once) and to hit the same millisecond and counter. The counter
  * starts at a random value, so a restart within one millisecond does not begin where the last
  * process began.

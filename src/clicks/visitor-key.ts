@@ -12,9 +12,9 @@ import { canonicalAddress } from './request-facts.ts';
  * (IPv4-mapped IPv6 as IPv4, so a dual-stack socket does not make a new visitor) into that seed
  * with two independent 32-bit multiply–xorshift lanes and a murmur3 finaliser (~30 ns).
  *
- * Collisions: two visitors of one flow share a key with a chance of about n² / 2^53 — under
- * 1 in 1,000 for a flow with ten million visitors in one window; the cost of one is one unique
- * not counted.
+ * Collisions: two of n visitors of one flow in one window share a key with a chance of about
+ * n² / 2^53 — 1 in 9,000 for a million visitors, 1 in 90 for ten million; the cost of one is one
+ * unique not counted.
  */
 export function userAgentSeed(userAgent: string): number {
   const digest = hash('sha256', userAgent, 'buffer') as Buffer;
