@@ -2,7 +2,9 @@
  * What describing a click costs (§11): the whole `ClickDescriber.describe()` on a realistic mix
  * (user agents from the cache), the same with a user agent never seen before (a parse), and its
  * parts — click id, visitor key, uniqueness check — with `randomUUID()` as a yardstick. Cases are
- * interleaved round by round, so each median comes from the same stretch of a shared machine.
+ * interleaved round by round, so each median comes from the same stretch of a shared machine, and
+ * timed in process CPU time (`process.cpuUsage`), not wall time: what the scheduler gives other
+ * processes is not counted (on a loaded machine wall time read 3–5× longer, and far noisier).
  * With `--expose-gc` it also weighs a uniqueness entry.
  *
  *   node --expose-gc bench/clicks/classify.bench.ts
@@ -145,9 +147,10 @@ const cases: Record<string, { n: number; run: (n: number) => void }> = {
 const times = new Map<string, number[]>(Object.keys(cases).map((k) => [k, []]));
 for (let r = 0; r < ROUNDS + 1; r++) {
   for (const [name, c] of Object.entries(cases)) {
-    const t0 = process.hrtime.bigint();
+    const t0 = process.cpuUsage();
     c.run(c.n);
-    if (r > 0) times.get(name)!.push(Number(process.hrtime.bigint() - t0) / c.n);
+    const used = process.cpuUsage(t0);
+    if (r > 0) times.get(name)!.push(((used.user + used.system) * 1000) / c.n);
   }
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -157,7 +160,7 @@ const spread = (xs: number[]) => {
 };
 const med = new Map([...times].map(([k, v]) => [k, median(v)]));
 for (const [name, xs] of times)
-  console.log(`${name}: ${med.get(name)!.toFixed(0)} ns/op median (p10–p90 ${spread(xs)})`);
+  console.log(`${name}: ${med.get(name)!.toFixed(0)} CPU-ns/op median (p10–p90 ${spread(xs)})`);
 const hit = med.get('describe(), realistic mix, user agent cached')!;
 console.log(
   `ratios: miss / hit ${(med.get('describe(), user agent never seen (parse)')! / hit).toFixed(1)}×; ` +
