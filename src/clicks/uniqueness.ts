@@ -37,7 +37,7 @@ const INITIAL_CAPACITY = 1024;
  * windows were opened, so expired pairs leave from the front at O(1) each (a `Map` used as a queue
  * slows down as deleted slots pile up at its front). At `maxEntries` the oldest pair leaves before
  * its window ends — its visitor's next click there counts unique again — and is counted in
- * {@link evictedEarly}. About 80 bytes a pair (see docs/clicks.md).
+ * {@link evictedEarly}. 60–80 bytes a pair, key included (docs/clicks.md).
  *
  * Across nodes: {@link takeNew} hands over the pairs this node opened since the last call, and
  * {@link learn} takes other nodes' pairs. Where two nodes both opened a window for one pair before
