@@ -1,3 +1,4 @@
+export { CLICK_ID_LENGTH, CLICK_ID_RE, ClickIdGenerator, clickIdTime } from './click-id.ts';
 export {
   CLICK_BATCH_MAX_ATTEMPTS,
   CLICK_BATCH_MAX_ROWS,
@@ -5,3 +6,26 @@ export {
   type ClickLogOptions,
   type ClickLogStats,
 } from './click-log.ts';
+export {
+  ClickDescriber,
+  type ClickDescriberOptions,
+  type ClickFacts,
+  SUB_FIELDS,
+} from './describe.ts';
+export {
+  canonicalAddress,
+  ipPrefix,
+  preferredLanguage,
+  type QueryLike,
+  referrerHost,
+  SUB_MAX_CHARS,
+  subValue,
+} from './request-facts.ts';
+export { type SeenVisitor, type UniquenessOptions, UniquenessWindow } from './uniqueness.ts';
+export {
+  parseUserAgent,
+  USER_AGENT_MAX_CHARS,
+  UserAgentClassifier,
+  type UserAgentInfo,
+} from './user-agent.ts';
+export { userAgentSeed, visitorKey, visitorKeyOf } from './visitor-key.ts';

@@ -139,6 +139,16 @@ export const ConfigSchema = Type.Object(
       },
       strict,
     ),
+    routing: Type.Object(
+      {
+        // What makes a click unique (§11); the structure behind it is src/clicks/uniqueness.ts.
+        uniqueness_ttl_hours: Type.Integer({ minimum: 1, maximum: 720, default: 24 }),
+        // ~60–80 bytes a (flow, visitor) pair held (docs/clicks.md): 1,000,000 ≈ 60–80 MB when full.
+        uniqueness_max_entries: Type.Integer({ minimum: 1000, maximum: 100_000_000, default: 1_000_000 }),
+        user_agent_cache_max: Type.Integer({ minimum: 100, maximum: 1_000_000, default: 10_000 }),
+      },
+      strict,
+    ),
     http_client: Type.Object(
       {
         timeout_ms: Milliseconds(10_000, 1, 600_000),

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../errors/index.ts';
-import { CONVERSION_STATUSES, type ConversionStatus } from '../storage/index.ts';
+import { CLICK_ID_PATTERN, CONVERSION_STATUSES, type ConversionStatus } from '../storage/index.ts';
 
 /** A postback's values, checked: what §12 says a conversion is made of. */
 export interface Postback {
@@ -13,7 +13,7 @@ export interface Postback {
   txid: string | null;
 }
 
-const CLICK_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const CLICK_ID = new RegExp(CLICK_ID_PATTERN);
 /**
  * A plain decimal: no sign, exponent, grouping or hex; six decimals at most (micro-units), and few
  * enough integer digits that the micro-unit integer stays exact in a double (below 2^53).
