@@ -5,6 +5,7 @@ import { until } from '../helpers/until.ts';
 
 interface Procedures {
   task_p95_ms: number;
+  client_error_rate: number;
   procedures: {
     key: string;
     status: string;
@@ -16,7 +17,7 @@ describe('ACP endpoints of the console: whoami and procedures', () => {
   let t: TestNode;
   before(async () => {
     t = await startTestNode({
-      yaml: `app:\n  commit: feedbee\nacp:\n  task_p95_ms: 750\ncron:\n  tasks:\n    flaky:\n      kind: http.probe\n      schedule: '* * * * * *'\n      execution_scope: all\n      url: http://127.0.0.1:1/\n`,
+      yaml: `app:\n  commit: feedbee\nacp:\n  task_p95_ms: 750\n  client_error_rate: 0.25\ncron:\n  tasks:\n    flaky:\n      kind: http.probe\n      schedule: '* * * * * *'\n      execution_scope: all\n      url: http://127.0.0.1:1/\n`,
     });
     await until(
       'the probe of a closed port to fail three times',
@@ -37,6 +38,7 @@ describe('ACP endpoints of the console: whoami and procedures', () => {
       commit: 'feedbee',
       version: null,
       task_p95_ms: 750,
+      client_error_rate: 0.25,
     });
     assert.equal((await t.acp('/acp/auth/whoami', undefined)).status, 401);
   });
@@ -46,6 +48,7 @@ describe('ACP endpoints of the console: whoami and procedures', () => {
     const viewer = await t.token('viewer');
     const asOperator = (await (await t.acp('/acp/system/procedures', operator)).json()) as Procedures;
     assert.equal(asOperator.task_p95_ms, 750);
+    assert.equal(asOperator.client_error_rate, 0.25);
     assert.equal(asOperator.procedures.length, 7);
     const rise = asOperator.procedures.find((p) => p.key === 'failure_rise')!;
     assert.equal(rise.status, 'finding');
