@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import {
   AcpRouter,
+  registerClickRoutes,
   registerClusterRoutes,
   registerConsoleRoutes,
   registerCronRoutes,
@@ -261,6 +262,13 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators), authLimiter);
     registerSystemRoutes(acp, { config, mode, telemetry, redactor });
     registerRoutingRoutes(acp, { routing, telemetry, commit: build.commit });
+    registerClickRoutes(acp, {
+      clicks: storage.clicks,
+      conversions: storage.conversions,
+      pendingClick: (id) => clickLog.find(id),
+      telemetry,
+      commit: build.commit,
+    });
     registerHttpClientRoutes(acp, httpClient);
     registerCronRoutes(acp, scheduler);
     registerClusterRoutes(acp, { storage, election, serverId, cluster: config.cluster });

@@ -1,4 +1,12 @@
 export { type AcpCall, type AcpRouteDef, AcpRouter, EmptyBody } from './acp-router.ts';
+export {
+  ClickGetBody,
+  ClickListBody,
+  type ClickRoutesDeps,
+  type ClickView,
+  ConversionListBody,
+  registerClickRoutes,
+} from './clicks-routes.ts';
 export { registerClusterRoutes } from './cluster-routes.ts';
 export { type ConsoleRoutesDeps, ProceduresBody, registerConsoleRoutes } from './console-routes.ts';
 export { registerCronRoutes, TaskListBody, TaskRunBody } from './cron-routes.ts';

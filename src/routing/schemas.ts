@@ -34,9 +34,10 @@ const Filters = Type.Object(
 );
 const TargetUrl = Text({ minLength: 1, maxLength: 2048 });
 const Order = lit(['asc', 'desc'] as const);
-const Limit = Type.Integer({ minimum: 1, maximum: 500, default: 50 });
-// next_cursor is base64url; its content is checked by the store against the sort column.
-const Cursor = Type.String({ minLength: 1, maxLength: 1024, pattern: '^[A-Za-z0-9_-]+$' });
+/** `limit` of every keyset-paged ACP list (§4): 50 unless given, at most 500. */
+export const PageLimit = Type.Integer({ minimum: 1, maximum: 500, default: 50 });
+/** `cursor` of every keyset-paged ACP list: a `next_cursor`, base64url; the store checks its content. */
+export const PageCursor = Type.String({ minLength: 1, maxLength: 1024, pattern: '^[A-Za-z0-9_-]+$' });
 const strict = { additionalProperties: false } as const;
 
 export const FlowCreateBody = Type.Object(
@@ -66,8 +67,8 @@ export const FlowListBody = Type.Object(
       Type.Object({ status: Type.Optional(FlowStatus), slug: Type.Optional(Slug) }, strict),
     ),
     sort: Type.Optional(Type.Object({ by: lit(FLOW_SORT_KEYS), order: Type.Optional(Order) }, strict)),
-    limit: Type.Optional(Limit),
-    cursor: Type.Optional(Cursor),
+    limit: Type.Optional(PageLimit),
+    cursor: Type.Optional(PageCursor),
   },
   strict,
 );
@@ -110,8 +111,8 @@ export const StreamListBody = Type.Object(
       ),
     ),
     sort: Type.Optional(Type.Object({ by: lit(STREAM_SORT_KEYS), order: Type.Optional(Order) }, strict)),
-    limit: Type.Optional(Limit),
-    cursor: Type.Optional(Cursor),
+    limit: Type.Optional(PageLimit),
+    cursor: Type.Optional(PageCursor),
   },
   strict,
 );

@@ -1,5 +1,13 @@
 import { ApiError } from '../errors/index.ts';
-import type { Aggregates, FlowRecord, Page, Storage, StreamRecord } from '../storage/index.ts';
+import {
+  type Aggregates,
+  type ConversionSums,
+  type FlowRecord,
+  NO_CONVERSIONS,
+  type Page,
+  type Storage,
+  type StreamRecord,
+} from '../storage/index.ts';
 import type { Logger } from '../telemetry/index.ts';
 import type { TimeSlice } from '../time/index.ts';
 import { ClickCounters } from './click-counters.ts';
@@ -240,14 +248,21 @@ export class RoutingService {
     return flow;
   }
 
-  async listFlows(body: FlowList): Promise<Page<FlowRecord>> {
+  async listFlows(body: FlowList): Promise<Page<FlowRecord & ConversionSums>> {
     const page = await this.#storage.flows.list({
       filter: body.filter ?? {},
       sort: { by: body.sort?.by ?? 'created_at', order: body.sort?.order ?? 'asc' },
       limit: body.limit ?? 50,
       cursor: body.cursor,
     });
-    return { ...page, items: page.items.map((f) => this.#flowView(f)) };
+    const sums = await this.#storage.conversions.sumsBy(
+      'flow_id',
+      page.items.map((f) => f.id),
+    );
+    return {
+      ...page,
+      items: page.items.map((f) => ({ ...this.#flowView(f), ...(sums.get(f.id) ?? NO_CONVERSIONS) })),
+    };
   }
 
   async createStream(body: StreamCreate): Promise<StreamRecord> {
@@ -297,14 +312,21 @@ export class RoutingService {
     return stream;
   }
 
-  async listStreams(body: StreamList): Promise<Page<StreamRecord>> {
+  async listStreams(body: StreamList): Promise<Page<StreamRecord & ConversionSums>> {
     const page = await this.#storage.streams.list({
       filter: body.filter ?? {},
       sort: { by: body.sort?.by ?? 'position', order: body.sort?.order ?? 'asc' },
       limit: body.limit ?? 50,
       cursor: body.cursor,
     });
-    return { ...page, items: page.items.map((s) => this.#streamView(s)) };
+    const sums = await this.#storage.conversions.sumsBy(
+      'stream_id',
+      page.items.map((s) => s.id),
+    );
+    return {
+      ...page,
+      items: page.items.map((s) => ({ ...this.#streamView(s), ...(sums.get(s.id) ?? NO_CONVERSIONS) })),
+    };
   }
 
   async #changedFlowOf(flowId: string): Promise<void> {

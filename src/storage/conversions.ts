@@ -3,6 +3,7 @@ import { ApiError } from '../errors/index.ts';
 import type { Clock } from '../time/index.ts';
 import { logPage, logWhere, SUB_COLUMNS, subsOf, toBool } from './clicks.ts';
 import { fromMicros, toMicros } from './money.ts';
+import { inList } from './repositories.ts';
 import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
 import { clickIdProblem, idProblem, storableText } from './storable.ts';
 import type {
@@ -11,6 +12,7 @@ import type {
   ConversionInput,
   ConversionRecord,
   ConversionStore,
+  ConversionSums,
   LogPage,
   LogPageQuery,
 } from './types.ts';
@@ -164,5 +166,32 @@ export class SqlConversions implements ConversionStore {
         clickId,
       ])
     ).map(toConversion);
+  }
+
+  async sumsBy(
+    column: 'flow_id' | 'stream_id',
+    ids: readonly string[],
+  ): Promise<Map<string, ConversionSums>> {
+    const out = new Map<string, ConversionSums>();
+    if (ids.length === 0) return out;
+    // Micro-units summed by the database are exact (an integer sum on both backends); ORDER BY
+    // currency makes each revenue object's keys come out sorted on both backends alike.
+    const rows = await this.#x.all<{ k: unknown; currency: unknown; n: unknown; micros: unknown }>(
+      `SELECT ${column} AS k, currency, COUNT(*) AS n, SUM(payout_micros) AS micros FROM conversions
+       WHERE ${column} IN (${inList(ids)}) AND status <> 'rejected'
+       GROUP BY ${column}, currency ORDER BY ${column}, currency`,
+      ids,
+    );
+    for (const r of rows) {
+      const key = String(r.k);
+      let sums = out.get(key);
+      if (sums === undefined) {
+        sums = { conversions: 0, revenue: {} };
+        out.set(key, sums);
+      }
+      sums.conversions += toNum(r.n);
+      sums.revenue[String(r.currency)] = fromMicros(r.micros);
+    }
+    return out;
   }
 }

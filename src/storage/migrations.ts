@@ -426,4 +426,20 @@ export const MIGRATIONS: readonly Migration[] = [
         FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION totals_status();
     `,
   },
+  {
+    version: 7,
+    name: 'conversion sums per flow and stream from the index alone',
+    // The flows and streams lists sum each page's conversions by currency (ConversionStore.sumsBy).
+    // Through conversions_flow (flow_id, created_at, id) every conversion summed was a table row
+    // read: 50 flows of 1,000 conversions each cost ~0.16 s on SQLite, ~0.5 s on PostgreSQL. These
+    // hold every column the sum reads, so it is an index-only range per id.
+    sqlite: `
+      CREATE INDEX conversions_flow_sums ON conversions (flow_id, currency, status, payout_micros);
+      CREATE INDEX conversions_stream_sums ON conversions (stream_id, currency, status, payout_micros);
+    `,
+    postgres: `
+      CREATE INDEX conversions_flow_sums ON conversions (flow_id, currency, status, payout_micros);
+      CREATE INDEX conversions_stream_sums ON conversions (stream_id, currency, status, payout_micros);
+    `,
+  },
 ];

@@ -92,7 +92,7 @@ const toFlow = (r: Row): FlowRecord => ({
 });
 
 /** `?, ?, ?` for an `IN (...)` list, refused beyond {@link MAX_IN_LIST} values. */
-function inList(values: readonly unknown[]): string {
+export function inList(values: readonly unknown[]): string {
   if (values.length > MAX_IN_LIST) throw new RangeError(`at most ${MAX_IN_LIST} values in one IN list`);
   return values.map(() => '?').join(', ');
 }

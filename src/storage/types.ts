@@ -370,7 +370,31 @@ export interface ConversionStore {
   list(q: LogPageQuery<ConversionFilter>): Promise<LogPage<ConversionRecord>>;
   /** A click's conversions, oldest first. */
   ofClick(clickId: string): Promise<ConversionRecord[]>;
+  /**
+   * Leads and sales and their revenue per currency for each of the given flows (`flow_id`) or
+   * streams (`stream_id`): one grouped query over one list page's ids, read along the
+   * `conversions_flow` / `conversions_stream` indexes. Ids without conversions are absent. At most
+   * {@link MAX_IN_LIST} ids.
+   */
+  sumsBy(column: 'flow_id' | 'stream_id', ids: readonly string[]): Promise<Map<string, ConversionSums>>;
 }
+
+/**
+ * What a flow or stream earned (flows and streams lists): `conversions` counts leads and sales
+ * (rejected ones count in neither, as in reports, §15); `revenue` is their payout summed per
+ * currency, keys in alphabetical order (`{}` when none): amounts in different currencies are never
+ * added together, and no exchange rate is assumed.
+ */
+export interface ConversionSums {
+  conversions: number;
+  revenue: Record<string, number>;
+}
+
+/** No conversions: what a flow or stream without any shows. */
+export const NO_CONVERSIONS: Readonly<ConversionSums> = Object.freeze({
+  conversions: 0,
+  revenue: Object.freeze({}) as Record<string, number>,
+});
 
 /**
  * How many flows and streams there are, and how many active, across all nodes (the system

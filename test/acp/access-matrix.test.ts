@@ -26,6 +26,9 @@ const RULES: Record<string, Role> = {
   '/acp/streams/create': 'admin',
   '/acp/streams/update': 'admin',
   '/acp/streams/delete': 'admin',
+  '/acp/clicks/get': 'viewer',
+  '/acp/clicks/list': 'viewer',
+  '/acp/conversions/list': 'viewer',
 };
 
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef';

@@ -2,8 +2,10 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
+import { type FlowRecord, type NewClick, newBatchId } from '../../src/storage/index.ts';
 import { browserMissing, launchBrowser, screenshot, watchConsole } from '../helpers/browser.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { newClick } from '../helpers/records.ts';
 
 const skip = browserMissing();
 
@@ -209,5 +211,164 @@ describe('web console in a browser', { skip }, () => {
     await screenshot(page, 'console-phone-flows');
     assert.deepEqual(seen.errors, []);
     await page.close();
+  });
+
+  /** Page width beyond the viewport (0 or less: no horizontal scrolling). */
+  const overflowOf = (page: Page) =>
+    page.evaluate(() => {
+      // Runs in the page; this file is type-checked without the DOM library.
+      const w = globalThis as unknown as {
+        innerWidth: number;
+        document: { documentElement: { scrollWidth: number } };
+      };
+      return w.document.documentElement.scrollWidth - w.innerWidth;
+    });
+
+  describe('clicks and conversions', () => {
+    let flow: FlowRecord;
+    const clicks: NewClick[] = [];
+    const insert = async (rows: NewClick[]) => {
+      await t.node.storage.clicks.insertBatch({ id: newBatchId(), server_id: t.node.serverId, rows });
+      clicks.push(...rows);
+    };
+    before(async () => {
+      const res = await t.acp('/acp/traffic-flows/create', admin, { slug: 'paid-flow', name: 'Paid flow' });
+      flow = (await res.json()) as FlowRecord;
+      const now = Date.now();
+      await insert(
+        Array.from({ length: 12 }, (_, i) =>
+          newClick({
+            click_id: `browser-click-${String(i).padStart(2, '0')}`,
+            flow_id: flow.id,
+            stream_id: null,
+            at: now - (12 - i) * 60_000,
+            outcome: i % 4 === 3 ? 'bot' : 'redirect',
+            is_bot: i % 4 === 3,
+            country: i % 2 ? 'DE' : 'US',
+            subs: [`campaign-${i % 3}`, `a-rather-long-placement-name-that-must-not-widen-the-phone-${i}`],
+          }),
+        ),
+      );
+      for (const q of [
+        'click_id=browser-click-05&txid=tx-1&status=sale&payout=12.5&currency=USD',
+        'click_id=browser-click-05&txid=tx-2&status=lead&payout=3&currency=EUR',
+        'click_id=browser-click-06&status=rejected&payout=40',
+      ]) {
+        assert.equal((await fetch(`${t.url}/postback?${q}`)).status, 200);
+      }
+    });
+
+    test('an operator watches clicks arrive live, filters them, opens one with its conversions, and follows a conversion to its click', async () => {
+      const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
+      const seen = watchConsole(page);
+      await signIn(page, viewer);
+      await page.click('nav a[href="#/clicks"]');
+      const rows = 'table[aria-label=Clicks] tbody tr';
+      await page.waitForSelector(`${rows} code:text-is("browser-click-11")`);
+      // Newest first: the first row is the newest click.
+      assert.equal(
+        (await page.textContent(`${rows} >> nth=0 >> td[data-label=Click]`))?.trim(),
+        'browser-click-11',
+      );
+      await screenshot(page, 'console-clicks');
+
+      // Live: a click written now appears on top by itself, and the update time moves on.
+      const updated = await page.textContent('[data-testid=updated]');
+      await insert([
+        newClick({ click_id: 'browser-click-live', flow_id: flow.id, stream_id: null, at: Date.now() }),
+      ]);
+      await page.waitForSelector(`${rows} >> nth=0 >> code:text-is("browser-click-live")`, {
+        timeout: 15_000,
+      });
+      assert.notEqual(await page.textContent('[data-testid=updated]'), updated);
+
+      // Filters: bots of this flow only.
+      await page.selectOption('form[aria-label="Click filters"] select[name=flow_id]', flow.id);
+      await page.selectOption('form[aria-label="Click filters"] select[name=is_bot]', 'true');
+      await page.click('form[aria-label="Click filters"] button[type=submit]');
+      const bots = clicks.filter((c) => c.is_bot).length;
+      await page.waitForFunction(
+        ([sel, n]) =>
+          (
+            globalThis as unknown as { document: { querySelectorAll(s: string): { length: number } } }
+          ).document.querySelectorAll(sel as string).length === n,
+        [`${rows} td[data-label=Outcome]`, bots] as const,
+      );
+      for (const outcome of await page.locator(`${rows} td[data-label=Outcome]`).allTextContents()) {
+        assert.equal(outcome.trim(), 'bot');
+      }
+      await page.click('form[aria-label="Click filters"] button:text("Clear")');
+      await page.waitForSelector(`${rows} code:text-is("browser-click-05")`);
+
+      // A click opens with its conversions.
+      await page.click(`${rows} button:has(code:text-is("browser-click-05"))`);
+      const detail = 'section[aria-label="Click browser-click-05"]';
+      await page.waitForSelector(
+        `${detail} table[aria-label="Conversions of the click"] td[data-label=Payout]`,
+      );
+      assert.deepEqual(
+        (await page.locator(`${detail} td[data-label=Payout]`).allTextContents()).map((x) => x.trim()),
+        ['12.50 USD', '3.00 EUR'],
+      );
+      assert.match(page.url(), /#\/clicks\?click=browser-click-05$/);
+      await screenshot(page, 'console-click-detail');
+
+      // Conversions: newest first, each linked to its click.
+      await page.click('nav a[href="#/conversions"]');
+      const conv = 'table[aria-label=Conversions] tbody tr';
+      await page.waitForSelector(`${conv} td[data-label=Status]:has-text("rejected")`);
+      assert.deepEqual(
+        (await page.locator(`${conv} td[data-label=Status]`).allTextContents()).map((x) => x.trim()),
+        ['rejected', 'lead', 'sale'],
+      );
+      await screenshot(page, 'console-conversions');
+      await page.click(`${conv} a:has(code:text-is("browser-click-06"))`);
+      await page.waitForSelector(
+        'section[aria-label="Click browser-click-06"] td[data-label=Status]:has-text("rejected")',
+      );
+
+      // Flows: conversions (leads and sales) and revenue in each currency apart; rejected earns nothing.
+      await page.click('nav a[href="#/flows"]');
+      const row = 'table[aria-label=Flows] tr:has(button:text-is("paid-flow"))';
+      await page.waitForSelector(row);
+      assert.equal((await page.textContent(`${row} td[data-label="Conv."]`))?.trim(), '2');
+      assert.equal((await page.textContent(`${row} td[data-label=Revenue]`))?.trim(), '3.00 EUR · 12.50 USD');
+      await screenshot(page, 'console-flows-revenue');
+      assert.deepEqual(seen.errors, []);
+      await page.close();
+    });
+
+    test('on a phone the clicks, a click and the conversions fit the width', async () => {
+      const page = await browser.newPage({
+        viewport: { width: 390, height: 844 },
+        isMobile: true,
+        hasTouch: true,
+      });
+      const seen = watchConsole(page);
+      await signIn(page, viewer);
+      await page.click('nav a[href="#/clicks"]');
+      await page.waitForSelector('table[aria-label=Clicks] code:text-is("browser-click-05")');
+      assert.ok(
+        (await overflowOf(page)) <= 0,
+        `clicks page is ${await overflowOf(page)}px wider than the phone`,
+      );
+      await screenshot(page, 'console-phone-clicks');
+      await page.click('table[aria-label=Clicks] button:has(code:text-is("browser-click-05"))');
+      await page.waitForSelector('section[aria-label="Click browser-click-05"] td[data-label=Payout]');
+      assert.ok((await overflowOf(page)) <= 0, `a click is ${await overflowOf(page)}px wider than the phone`);
+      await screenshot(page, 'console-phone-click-detail');
+      await page.click('nav a[href="#/conversions"]');
+      await page.waitForSelector('table[aria-label=Conversions] td[data-label=Status]');
+      assert.ok(
+        (await overflowOf(page)) <= 0,
+        `conversions are ${await overflowOf(page)}px wider than the phone`,
+      );
+      await screenshot(page, 'console-phone-conversions');
+      await page.click('nav a[href="#/flows"]');
+      await page.waitForSelector('table[aria-label=Flows] td[data-label=Revenue]');
+      assert.ok((await overflowOf(page)) <= 0, `flows are ${await overflowOf(page)}px wider than the phone`);
+      assert.deepEqual(seen.errors, []);
+      await page.close();
+    });
   });
 });

@@ -1,6 +1,7 @@
 import { html, render } from 'htm/preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { AcpError, acp, SIGNED_OUT, session } from './api.js';
+import { ClicksPage, ConversionsPage } from './clicks.js';
 import { FlowsPage } from './flows.js';
 import { OverviewPage } from './overview.js';
 import { ProceduresPage } from './procedures.js';
@@ -16,6 +17,8 @@ const PAGES = [
   { hash: '#/routes', label: 'Routes', Page: RoutesPage },
   { hash: '#/tasks', label: 'Tasks', Page: TasksPage },
   { hash: '#/flows', label: 'Flows & streams', Page: FlowsPage },
+  { hash: '#/clicks', label: 'Clicks', Page: ClicksPage },
+  { hash: '#/conversions', label: 'Conversions', Page: ConversionsPage },
   { hash: '#/procedures', label: 'Procedures', Page: ProceduresPage },
 ];
 

@@ -221,6 +221,21 @@ const STREAM_FIELDS = [
   { name: 'redirect_code', label: 'Redirect code', type: 'select', options: ['302', '301', '303', '307'] },
 ];
 
+/** Conversions (leads and sales) and revenue, per currency when mixed: flows and streams alike. */
+const earnings = [
+  { key: 'conversions', label: 'Conv.', num: true, render: (r) => fmt.n(r.conversions) },
+  { key: 'revenue', label: 'Revenue', num: true, render: (r) => fmt.revenue(r.revenue) },
+];
+
+/** Uniques and bots per flow, shown once the node reports them (their counters come with #14). */
+const optionalCounts = (items) =>
+  [
+    ['uniques', 'Uniques'],
+    ['bots', 'Bots'],
+  ]
+    .filter(([key]) => items?.some((f) => typeof f[key] === 'number'))
+    .map(([key, label]) => ({ key, label, num: true, render: (f) => fmt.n(f[key]) }));
+
 const formValues = (fields, record) =>
   Object.fromEntries(
     fields.map((f) => {
@@ -256,6 +271,7 @@ function Streams({ flow, admin }) {
         ${s.target_status === 'unreachable' ? html` <span class="badge bad" title=${s.target_error ?? ''}>unreachable</span>` : ''}`,
     },
     { key: 'hits', label: 'Hits', num: true, sort: (s) => s.hits, render: (s) => fmt.n(s.hits) },
+    ...earnings,
     ...(admin
       ? [
           {
@@ -326,6 +342,8 @@ export function FlowsPage({ me }) {
       num: true,
       render: (f) => fmt.n(f.no_match),
     },
+    ...optionalCounts(paged.page?.items),
+    ...earnings,
     {
       key: 'go',
       label: 'Link',

@@ -18,6 +18,18 @@ export const fmt = {
     return d > 0 ? `${d}d ${h}h` : h > 0 ? `${h}h ${m}m` : m > 0 ? `${m}m ${s % 60}s` : `${s}s`;
   },
   time: (iso) => (iso ? new Date(iso).toLocaleTimeString('en-GB') : '–'),
+  datetime: (iso) =>
+    iso ? new Date(iso).toLocaleString('en-GB', { dateStyle: 'short', timeStyle: 'medium' }) : '–',
+  /** An amount in its currency: two decimals at least, up to the six stored. */
+  money: (v, currency) =>
+    typeof v === 'number'
+      ? `${v.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })} ${currency}`
+      : '–',
+  /** Revenue per currency (`{USD: 12.5, EUR: 3}`): each currency apart, never added up. */
+  revenue: (byCurrency) => {
+    const parts = Object.entries(byCurrency ?? {}).map(([c, v]) => fmt.money(v, c));
+    return parts.length ? parts.join(' · ') : '–';
+  },
   since(iso, now = Date.now()) {
     return iso ? `${fmt.time(iso)} (${fmt.duration((now - Date.parse(iso)) / 1000)} ago)` : '–';
   },
