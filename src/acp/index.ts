@@ -1,7 +1,9 @@
 export { type AcpCall, type AcpRouteDef, AcpRouter, EmptyBody } from './acp-router.ts';
+export { registerAuditRoutes } from './audit-routes.ts';
 export { registerClusterRoutes } from './cluster-routes.ts';
 export { type ConsoleRoutesDeps, ProceduresBody, registerConsoleRoutes } from './console-routes.ts';
 export { registerCronRoutes, TaskListBody, TaskRunBody } from './cron-routes.ts';
 export { RecentFailuresBody, registerHttpClientRoutes } from './http-client-routes.ts';
+export { registerOperatorRoutes } from './operator-routes.ts';
 export { type RoutingRoutesDeps, registerRoutingRoutes } from './routing-routes.ts';
 export { registerSystemRoutes, type SystemDeps } from './system-routes.ts';

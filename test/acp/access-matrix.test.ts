@@ -26,6 +26,10 @@ const RULES: Record<string, Role> = {
   '/acp/streams/create': 'admin',
   '/acp/streams/update': 'admin',
   '/acp/streams/delete': 'admin',
+  '/acp/operators/list': 'admin',
+  '/acp/operators/create': 'admin',
+  '/acp/operators/revoke': 'admin',
+  '/acp/audit/list': 'admin',
 };
 
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef';

@@ -37,6 +37,7 @@ describe('ACP endpoints of the console: whoami and procedures', () => {
       commit: 'feedbee',
       version: null,
       task_p95_ms: 750,
+      client_error_rate: 0.5,
     });
     assert.equal((await t.acp('/acp/auth/whoami', undefined)).status, 401);
   });
