@@ -21,10 +21,10 @@ const conflict = (message: string, cause: string) => new ApiError('resource.conf
  * created with a token shown once (stored as its SHA-256, as the CLI does) and revoked by name.
  *
  * Revoking refuses (409 `resource.conflict`) a configured operator (its entry is in the config
- * files; removing it there is the only way), the caller's own token (an admin locking themselves
- * out by a slip), and the last active admin (no one could manage operators over the API any
- * more). The last-admin check reads, then revokes: two admins revoking each other at the same
- * moment can both succeed; `sluice operator create` on the database host is the way back.
+ * files; removing it there is the only way) and the caller's own token. Only an admin revokes, and
+ * never themselves, so the caller is an admin who stays: the last admin cannot be revoked over the
+ * API. The one gap is two admins revoking each other at the same moment (both reads see the other
+ * still active); `sluice operator create` on the database host is the way back.
  */
 export class OperatorDirectory {
   readonly #configured: readonly ConfiguredOperator[];
@@ -88,15 +88,6 @@ export class OperatorDirectory {
       throw conflict(
         'You cannot revoke your own token; another admin can (or `sluice operator revoke`).',
         `operator ${name} tried to revoke themselves`,
-      );
-    }
-    const admins =
-      this.#configured.filter((o) => o.role === 'admin').length +
-      stored.filter((o) => o.role === 'admin' && o.revoked_at === null).length;
-    if (target.role === 'admin' && admins <= 1) {
-      throw conflict(
-        `Operator "${name}" is the last admin; create another admin before revoking this one.`,
-        `operator ${name} is the last admin`,
       );
     }
     // Gone meanwhile (another admin revoked it first): as if it had never been there.

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Clock } from '../time/index.ts';
 import { logPage, logWhere } from './clicks.ts';
 import { type Row, type SqlExecutor, toIso } from './sql.ts';
@@ -18,6 +18,18 @@ const toAudit = (r: Row): AuditRecord => ({
   server_id: String(r.server_id),
 });
 
+let sequence = 0;
+
+/**
+ * A row id that sorts as the rows were written on this node, even within one millisecond (the
+ * keyset order breaks created_at ties by id): the time, a per-process sequence, then randomness
+ * that keeps ids of different nodes apart.
+ */
+function auditId(now: number): string {
+  sequence = (sequence + 1) % 0x1_0000_0000;
+  return `${now.toString(16).padStart(12, '0')}-${sequence.toString(16).padStart(8, '0')}-${randomBytes(6).toString('hex')}`;
+}
+
 /**
  * The audit log (§17) over the shared SQL: rows stamped with this node's clock (the log record of
  * the same write carries the same instant), listed newest first with the click log's keyset paging.
@@ -35,11 +47,12 @@ export class SqlAudit implements AuditStore {
     const ts = this.#x.dialect === 'postgres' ? 'CAST(? AS TIMESTAMPTZ)' : '?';
     // The values come from the node (names, ids, request ids already validated), but U+0000 in a
     // stored name must not make the audit of a write fail on PostgreSQL alone.
+    const now = this.#clock.now();
     const [row] = await this.#x.all(
       `INSERT INTO audit_log (${COLUMNS}) VALUES (?, ${ts}, ?, ?, ?, ?, ?, ?) RETURNING ${COLUMNS}`,
       [
-        randomUUID(),
-        new Date(this.#clock.now()).toISOString(),
+        auditId(now),
+        new Date(now).toISOString(),
         storableText(e.operator),
         storableText(e.action),
         storableText(e.target_type),
@@ -51,7 +64,7 @@ export class SqlAudit implements AuditStore {
     return toAudit(row!);
   }
 
-  list(q: LogPageQuery<AuditFilter>): Promise<LogPage<AuditRecord>> {
+  async list(q: LogPageQuery<AuditFilter>): Promise<LogPage<AuditRecord>> {
     const f = q.filter;
     const { where, params } = logWhere(
       { operator: f.operator, action: f.action, target_type: f.target_type, target_id: f.target_id },
