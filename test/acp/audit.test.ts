@@ -7,6 +7,13 @@ import { BACKENDS } from '../storage/backends.ts';
 /** A task that never fires by itself in a test's lifetime, so running it now is never refused. */
 const YAML = `cron:\n  tasks:\n    yearly_reload:\n      kind: cache.reload\n      schedule: "0 0 3 1 1 *"\n`;
 
+/** The fields of the answers these tests read (a created flow or stream, an operator, an error). */
+interface Answer {
+  id: string;
+  token: string;
+  error: { code: string };
+}
+
 type Page = { items: AuditRecord[]; total: number; total_capped: boolean; next_cursor: string | null };
 
 for (const backend of BACKENDS) {
@@ -26,13 +33,13 @@ for (const backend of BACKENDS) {
       return {
         status: res.status,
         request_id: res.headers.get('x-request-id')!,
-        body: (await res.json()) as any,
+        body: (await res.json()) as Answer,
       };
     };
     const list = async (body: unknown = {}): Promise<Page> => {
       const r = await call('/acp/audit/list', admin, body);
       assert.equal(r.status, 200, JSON.stringify(r.body));
-      return r.body as Page;
+      return r.body as unknown as Page;
     };
     const auditLines = () => t.logs.lines.filter((l) => l.message === 'audit');
 
@@ -44,7 +51,7 @@ for (const backend of BACKENDS) {
         path: string,
         body: unknown,
         action: string,
-        target: (b: any) => string,
+        target: (b: Answer) => string,
         expected = 200,
       ) => {
         const r = await call(path, admin, body);

@@ -4,6 +4,21 @@ import { sha256Hex } from '../../src/auth/index.ts';
 import type { TestNode } from '../helpers/node.ts';
 import { BACKENDS } from '../storage/backends.ts';
 
+interface Op {
+  name: string;
+  role: string;
+  source: string;
+  created_at: string | null;
+  revoked_at: string | null;
+}
+/** The fields of the answers these tests read (a list, an operator, a created token, an error). */
+interface Answer extends Op {
+  items: Op[];
+  total: number;
+  token: string;
+  error: { code: string; message: string };
+}
+
 const CONFIGURED_TOKEN = 'slc_configured-admin-token-0123456789';
 const YAML = `acp:\n  operators:\n    - name: root\n      role: admin\n      token_sha256: ${sha256Hex(CONFIGURED_TOKEN)}\n`;
 
@@ -22,7 +37,7 @@ for (const backend of BACKENDS) {
 
     const call = async (path: string, token: string, body: unknown = {}) => {
       const res = await t.acp(path, token, body);
-      return { status: res.status, headers: res.headers, body: (await res.json()) as any };
+      return { status: res.status, headers: res.headers, body: (await res.json()) as Answer };
     };
 
     test('create answers the token once; it signs in with its role; the list never shows a token or hash', {
@@ -48,7 +63,7 @@ for (const backend of BACKENDS) {
       assert.ok(!text.includes(sha256Hex(created.body.token)));
       assert.ok(!text.includes(sha256Hex(CONFIGURED_TOKEN)));
       assert.deepEqual(
-        listed.body.items.map((o: any) => [o.name, o.role, o.source]),
+        listed.body.items.map((o) => [o.name, o.role, o.source]),
         [
           ['root', 'admin', 'config'],
           ['ada', 'admin', 'storage'],
@@ -85,12 +100,12 @@ for (const backend of BACKENDS) {
       const r = await call('/acp/operators/revoke', admin, { name: 'temp' });
       assert.equal(r.status, 200);
       assert.equal(r.body.name, 'temp');
-      assert.ok(!Number.isNaN(Date.parse(r.body.revoked_at)));
+      assert.ok(!Number.isNaN(Date.parse(r.body.revoked_at ?? '')));
       assert.equal((await call('/acp/auth/whoami', body.token)).status, 401);
       const active = await call('/acp/operators/list', admin);
-      assert.ok(!active.body.items.some((o: any) => o.name === 'temp'));
+      assert.ok(!active.body.items.some((o) => o.name === 'temp'));
       const all = await call('/acp/operators/list', admin, { include_revoked: true });
-      assert.ok(all.body.items.some((o: any) => o.name === 'temp' && o.revoked_at !== null));
+      assert.ok(all.body.items.some((o) => o.name === 'temp' && o.revoked_at !== null));
       assert.equal((await call('/acp/operators/revoke', admin, { name: 'temp' })).status, 404);
     });
 
@@ -139,10 +154,10 @@ describe('the last admin', async () => {
     assert.equal((await revoke(ada, 'bob')).status, 401, 'ada was revoked');
     const self = await revoke(bob, 'bob');
     assert.equal(self.status, 409);
-    assert.equal(((await self.json()) as any).error.code, 'resource.conflict');
-    const list = (await (await t.acp('/acp/operators/list', bob, {})).json()) as any;
+    assert.equal(((await self.json()) as Answer).error.code, 'resource.conflict');
+    const list = (await (await t.acp('/acp/operators/list', bob, {})).json()) as Answer;
     assert.deepEqual(
-      list.items.map((o: any) => [o.name, o.role]),
+      list.items.map((o) => [o.name, o.role]),
       [['bob', 'admin']],
     );
   });
