@@ -18,6 +18,7 @@ export const fmt = {
     return d > 0 ? `${d}d ${h}h` : h > 0 ? `${h}h ${m}m` : m > 0 ? `${m}m ${s % 60}s` : `${s}s`;
   },
   time: (iso) => (iso ? new Date(iso).toLocaleTimeString('en-GB') : '–'),
+  dateTime: (iso) => (iso ? new Date(iso).toLocaleString('en-GB') : '–'),
   since(iso, now = Date.now()) {
     return iso ? `${fmt.time(iso)} (${fmt.duration((now - Date.parse(iso)) / 1000)} ago)` : '–';
   },
