@@ -52,6 +52,23 @@ describe('access control: every ACP route × every credential', () => {
     assert.deepEqual(registered, RULES);
   });
 
+  test('every route that changes something is audited, with its action; nothing else is', () => {
+    const audited = Object.fromEntries(
+      t.node.acp.routes.filter((r) => r.action !== undefined).map((r) => [r.path, r.action]),
+    );
+    assert.deepEqual(audited, {
+      '/acp/cron-tasks/run': 'task.run',
+      '/acp/traffic-flows/create': 'flow.create',
+      '/acp/traffic-flows/update': 'flow.update',
+      '/acp/traffic-flows/delete': 'flow.delete',
+      '/acp/streams/create': 'stream.create',
+      '/acp/streams/update': 'stream.update',
+      '/acp/streams/delete': 'stream.delete',
+      '/acp/operators/create': 'operator.create',
+      '/acp/operators/revoke': 'operator.revoke',
+    });
+  });
+
   test('no token, a wrong or revoked token: 401; a role below the rule: 403; at or above: through', async () => {
     const credentials: [string, string | undefined, Role | null][] = [
       ['no token', undefined, null],

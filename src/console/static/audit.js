@@ -51,7 +51,11 @@ export function AuditPage() {
     { key: 'created_at', label: 'When', render: (r) => fmt.dateTime(r.created_at) },
     { key: 'operator', label: 'Operator', render: (r) => html`<code>${r.operator}</code>` },
     { key: 'action', label: 'Action', render: (r) => html`<span class="badge">${r.action}</span>` },
-    { key: 'target_id', label: 'Target', render: (r) => html`${r.target_type} <code>${r.target_id}</code>` },
+    {
+      key: 'target_id',
+      label: 'Target',
+      render: (r) => html`<span>${r.target_type} <code>${r.target_id}</code></span>`,
+    },
     { key: 'request_id', label: 'Request', render: (r) => html`<code>${r.request_id}</code>` },
     { key: 'server_id', label: 'Node', render: (r) => html`<code>${r.server_id}</code>` },
   ];
