@@ -6,6 +6,7 @@ import {
   DEFAULT_CLIENT_ERROR_RATE,
   DEFAULT_TASK_P95_MS,
   loadConfig,
+  OPERATOR_NAME_PATTERN,
   ROLES,
   type Role,
 } from './config/index.ts';
@@ -206,7 +207,7 @@ async function operator(args: string[]): Promise<number> {
   switch (sub) {
     case 'create': {
       const role = values.role as string | undefined;
-      if (!name || !/^[A-Za-z0-9._@-]{1,64}$/.test(name))
+      if (!name || !new RegExp(OPERATOR_NAME_PATTERN).test(name))
         throw new UsageError('--name NAME is required ([A-Za-z0-9._@-], at most 64)');
       if (!role || !(ROLES as readonly string[]).includes(role))
         throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);

@@ -4,15 +4,18 @@ import type { FastifyInstance } from 'fastify';
 import type { DestinationStream } from 'pino';
 import {
   AcpRouter,
+  registerAuditRoutes,
   registerClickRoutes,
   registerClusterRoutes,
   registerConsoleRoutes,
   registerCronRoutes,
   registerHttpClientRoutes,
+  registerOperatorRoutes,
   registerRoutingRoutes,
   registerSystemRoutes,
 } from './acp/index.ts';
-import { Authenticator, AuthLimiter, bootstrapAdmin } from './auth/index.ts';
+import { AuditTrail } from './audit/index.ts';
+import { Authenticator, AuthLimiter, bootstrapAdmin, OperatorDirectory } from './auth/index.ts';
 import { ClickLog } from './clicks/index.ts';
 import { type LeaderElection, LocalElection, NodeHeartbeat, PostgresElection } from './cluster/index.ts';
 import {
@@ -259,7 +262,20 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
         limiter: authLimiter,
       });
     }
-    const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators), authLimiter);
+    // Who changed what over the ACP: a record and a row per successful write; the leader keeps a week.
+    const audit = new AuditTrail({
+      store: storage.audit,
+      logger,
+      clock,
+      serverId,
+      isLeader: () => election.isLeader(),
+    });
+    audit.start();
+    lifecycle.defer(() => audit.stop());
+    const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators), {
+      limiter: authLimiter,
+      audit,
+    });
     registerSystemRoutes(acp, { config, mode, telemetry, redactor });
     registerRoutingRoutes(acp, { routing, telemetry, commit: build.commit });
     registerClickRoutes(acp, {
@@ -272,6 +288,8 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     registerHttpClientRoutes(acp, httpClient);
     registerCronRoutes(acp, scheduler);
     registerClusterRoutes(acp, { storage, election, serverId, cluster: config.cluster });
+    registerOperatorRoutes(acp, new OperatorDirectory(config.acp.operators, storage.operators));
+    registerAuditRoutes(acp, storage.audit);
     registerConsoleRoutes(acp, {
       telemetry,
       scheduler,

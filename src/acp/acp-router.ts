@@ -1,5 +1,6 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { AuditTrail } from '../audit/index.ts';
 import { Authenticator, type AuthLimiter, type Principal } from '../auth/index.ts';
 import type { Role } from '../config/index.ts';
 import { runWithContext } from '../telemetry/index.ts';
@@ -21,12 +22,36 @@ export interface AcpCall<B> {
   reply: FastifyReply;
 }
 
+/**
+ * How a write route is audited (§17): its action (`<target_type>.<verb>`) and the id of what it
+ * changed, read from the request body or from what the handler answered (a created flow's id).
+ */
+export interface AcpAudit<B> {
+  action: string;
+  target: (call: { body: B; result: unknown }) => string;
+}
+
 export interface AcpRouteDef<S extends TSchema> {
   path: string;
   /** Least role allowed to call it. */
   role: Role;
   body?: S;
+  /** Set on every route that changes something: its successful calls are audited. */
+  audit?: AcpAudit<Static<S>>;
   handler: (call: AcpCall<Static<S>>) => unknown | Promise<unknown>;
+}
+
+export interface AcpRouteInfo {
+  path: string;
+  role: Role;
+  /** The audit action of a write route. */
+  action?: string;
+}
+
+export interface AcpRouterOptions {
+  limiter?: AuthLimiter | undefined;
+  /** Where audited routes record their successful calls; required once such a route is added. */
+  audit?: AuditTrail | undefined;
 }
 
 /**
@@ -34,28 +59,51 @@ export interface AcpRouteDef<S extends TSchema> {
  * before the body is even parsed, the body validated against its schema, and the handler run
  * inside a work context carrying the request id (for outgoing calls and logs). It also keeps the
  * list of every route and its role, which the access-control tests walk.
+ *
+ * A route with an `audit` descriptor is audited here, in one place: once its handler has
+ * succeeded (a thrown error — refused, invalid, not found, conflicting — is never audited), the
+ * router records who did it, the action, the target and the request id before the answer goes.
  */
 export class AcpRouter {
   readonly #app: FastifyInstance;
   readonly #auth: Authenticator;
   readonly #limiter: AuthLimiter | undefined;
-  readonly #routes: { path: string; role: Role }[] = [];
+  readonly #audit: AuditTrail | undefined;
+  readonly #routes: AcpRouteInfo[] = [];
 
-  constructor(app: FastifyInstance, auth: Authenticator, limiter?: AuthLimiter) {
+  constructor(app: FastifyInstance, auth: Authenticator, opts: AcpRouterOptions = {}) {
     this.#app = app;
     this.#auth = auth;
-    this.#limiter = limiter;
+    this.#limiter = opts.limiter;
+    this.#audit = opts.audit;
     if (!app.hasRequestDecorator('principal')) app.decorateRequest('principal', null);
   }
 
-  get routes(): readonly { path: string; role: Role }[] {
+  get routes(): readonly AcpRouteInfo[] {
     return this.#routes;
   }
 
   add<S extends TSchema = typeof EmptyBody>(def: AcpRouteDef<S>): void {
     const auth = this.#auth;
     const limiter = this.#limiter;
-    this.#routes.push({ path: def.path, role: def.role });
+    const trail = this.#audit;
+    const audit = def.audit;
+    if (audit && !trail) throw new Error(`${def.path} is audited but the router has no audit trail`);
+    this.#routes.push(
+      audit ? { path: def.path, role: def.role, action: audit.action } : { path: def.path, role: def.role },
+    );
+    const run = async (call: AcpCall<Static<S>>): Promise<unknown> => {
+      const result = await def.handler(call);
+      if (audit && trail) {
+        await trail.record({
+          operator: call.principal.name,
+          action: audit.action,
+          target_id: audit.target({ body: call.body, result }),
+          request_id: call.request.id,
+        });
+      }
+      return result;
+    };
     this.#app.route({
       method: 'POST',
       url: def.path,
@@ -72,7 +120,7 @@ export class AcpRouter {
       },
       handler: (request, reply) =>
         runWithContext({ request_id: request.id }, () =>
-          def.handler({ body: request.body as Static<S>, principal: request.principal!, request, reply }),
+          run({ body: request.body as Static<S>, principal: request.principal!, request, reply }),
         ),
     });
   }

@@ -42,7 +42,10 @@ const SORT_KEY: Record<string, (t: TaskItem) => string | number> = {
   p95: (t) => t.runtime.p95,
 };
 
-/** `/acp/cron-tasks/list` (any operator; filtered and sorted by the server) and `/run` (operator role). */
+/**
+ * `/acp/cron-tasks/list` (any operator; filtered and sorted by the server) and `/run` (operator
+ * role, audited as `task.run`).
+ */
 export function registerCronRoutes(acp: AcpRouter, scheduler: Scheduler): void {
   acp.add({
     path: '/acp/cron-tasks/list',
@@ -69,9 +72,12 @@ export function registerCronRoutes(acp: AcpRouter, scheduler: Scheduler): void {
     path: '/acp/cron-tasks/run',
     role: 'operator',
     body: TaskRunBody,
+    // What is audited is the request to run, once the run has started; how the run ends is the journal's.
+    audit: { action: 'task.run', target: ({ body }) => body.name },
     handler: ({ body, reply }) => {
       const { run_id } = scheduler.runNow(body.name);
-      return reply.code(202).send({ name: body.name, run_id, started: true });
+      reply.code(202);
+      return { name: body.name, run_id, started: true };
     },
   });
 }

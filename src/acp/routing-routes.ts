@@ -20,10 +20,13 @@ export interface RoutingRoutesDeps {
 /**
  * Flows and streams in the ACP (§4): lists for any operator, with `runtime` (the list route's own
  * recorder entry, the same object system metrics shows under `controllers`) and `commit`;
- * create, update and delete for admins.
+ * create, update and delete for admins, each audited (`flow.create`, `stream.delete`, …).
  */
 export function registerRoutingRoutes(acp: AcpRouter, deps: RoutingRoutesDeps): void {
   const { routing, telemetry, commit } = deps;
+  // The target of a create is what was created; of an update or delete, the id the caller named.
+  const created = ({ result }: { result: unknown }) => (result as { id: string }).id;
+  const named = ({ body }: { body: { id: string } }) => body.id;
   const listed = <T>(path: string, page: T) => ({
     ...page,
     runtime: telemetry.controllers.get(path).entry(),
@@ -39,18 +42,21 @@ export function registerRoutingRoutes(acp: AcpRouter, deps: RoutingRoutesDeps): 
   acp.add({
     path: '/acp/traffic-flows/create',
     role: 'admin',
+    audit: { action: 'flow.create', target: created },
     body: FlowCreateBody,
     handler: ({ body }) => routing.createFlow(body),
   });
   acp.add({
     path: '/acp/traffic-flows/update',
     role: 'admin',
+    audit: { action: 'flow.update', target: named },
     body: FlowUpdateBody,
     handler: ({ body }) => routing.updateFlow(body),
   });
   acp.add({
     path: '/acp/traffic-flows/delete',
     role: 'admin',
+    audit: { action: 'flow.delete', target: named },
     body: IdBody,
     handler: ({ body }) => routing.deleteFlow(body.id),
   });
@@ -64,18 +70,21 @@ export function registerRoutingRoutes(acp: AcpRouter, deps: RoutingRoutesDeps): 
   acp.add({
     path: '/acp/streams/create',
     role: 'admin',
+    audit: { action: 'stream.create', target: created },
     body: StreamCreateBody,
     handler: ({ body }) => routing.createStream(body),
   });
   acp.add({
     path: '/acp/streams/update',
     role: 'admin',
+    audit: { action: 'stream.update', target: named },
     body: StreamUpdateBody,
     handler: ({ body }) => routing.updateStream(body),
   });
   acp.add({
     path: '/acp/streams/delete',
     role: 'admin',
+    audit: { action: 'stream.delete', target: named },
     body: IdBody,
     handler: ({ body }) => routing.deleteStream(body.id),
   });

@@ -41,6 +41,8 @@ export const Text = (opts: StringOptions = {}) => Type.String({ ...opts, pattern
 export const NODE_ID_PATTERN = '^[A-Za-z0-9._:-]{1,128}$';
 
 export const ROLES = ['viewer', 'operator', 'admin'] as const;
+/** An operator's name, configured (`acp.operators`) or stored (the CLI, the ACP): one alphabet. */
+export const OPERATOR_NAME_PATTERN = '^[A-Za-z0-9._@-]{1,64}$';
 export const TASK_KINDS = ['stats.flush', 'cache.reload', 'targets.check', 'http.probe'] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -184,7 +186,7 @@ export const ConfigSchema = Type.Object(
         operators: Type.Array(
           Type.Object(
             {
-              name: Type.String({ pattern: '^[A-Za-z0-9._@-]{1,64}$' }),
+              name: Type.String({ pattern: OPERATOR_NAME_PATTERN }),
               role: Type.Union(ROLES.map((r) => Type.Literal(r))),
               token_sha256: Sha256Hex({ secret: true }),
             },

@@ -442,4 +442,42 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX conversions_stream_sums ON conversions (stream_id, currency, status, payout_micros);
     `,
   },
+  {
+    version: 8,
+    name: 'audit log',
+    // Who changed what over the ACP (§17). Newest-first keyset pages on (created_at, id), alone or
+    // after an equality filter on operator, action or target; retention deletes by created_at.
+    sqlite: `
+      CREATE TABLE audit_log (
+        id TEXT PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        operator TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target_type TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        request_id TEXT NOT NULL,
+        server_id TEXT NOT NULL
+      );
+      CREATE INDEX audit_log_created ON audit_log (created_at, id);
+      CREATE INDEX audit_log_operator ON audit_log (operator, created_at, id);
+      CREATE INDEX audit_log_action ON audit_log (action, created_at, id);
+      CREATE INDEX audit_log_target ON audit_log (target_type, target_id, created_at, id);
+    `,
+    postgres: `
+      CREATE TABLE audit_log (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        created_at TIMESTAMPTZ NOT NULL,
+        operator TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target_type TEXT NOT NULL,
+        target_id TEXT NOT NULL,
+        request_id TEXT NOT NULL,
+        server_id TEXT NOT NULL
+      );
+      CREATE INDEX audit_log_created ON audit_log (created_at, id);
+      CREATE INDEX audit_log_operator ON audit_log (operator, created_at, id);
+      CREATE INDEX audit_log_action ON audit_log (action, created_at, id);
+      CREATE INDEX audit_log_target ON audit_log (target_type, target_id, created_at, id);
+    `,
+  },
 ];

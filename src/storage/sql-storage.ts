@@ -1,4 +1,5 @@
 import type { Clock } from '../time/index.ts';
+import { SqlAudit } from './audit.ts';
 import { BatchGuard, pruneAppliedBatches } from './batch-guard.ts';
 import { SqlClicks } from './clicks.ts';
 import { ClusterStore } from './cluster-store.ts';
@@ -10,6 +11,7 @@ import { SqlFlows, SqlOperators, SqlStreams } from './repositories.ts';
 import { type SqlExecutor, toNum } from './sql.ts';
 import type {
   Aggregates,
+  AuditStore,
   ClickStore,
   ConversionStore,
   CounterBatch,
@@ -45,6 +47,7 @@ export class SqlStorage implements Storage {
   readonly cluster: ClusterStore;
   readonly clicks: ClickStore;
   readonly conversions: ConversionStore;
+  readonly audit: AuditStore;
   readonly #b: Backend;
   readonly #clock: Clock;
   readonly #guard: BatchGuard;
@@ -60,6 +63,7 @@ export class SqlStorage implements Storage {
     this.#guard = new BatchGuard(backend.exec, clock);
     this.clicks = new SqlClicks(backend.exec, this.#guard);
     this.conversions = new SqlConversions(backend.exec, clock);
+    this.audit = new SqlAudit(backend.exec, clock);
   }
 
   async migrate(): Promise<void> {

@@ -379,6 +379,45 @@ export interface ConversionStore {
   sumsBy(column: 'flow_id' | 'stream_id', ids: readonly string[]): Promise<Map<string, ConversionSums>>;
 }
 
+/** What one audited ACP write says (§17): who, what, on what, in which request. */
+export interface AuditEntry {
+  /** The operator's name (a configured or a stored one). */
+  operator: string;
+  /** `<target_type>.<verb>`: `flow.create`, `stream.delete`, `task.run`, `operator.revoke`, … */
+  action: string;
+  target_type: string;
+  target_id: string;
+  request_id: string;
+  /** The node that served the write. */
+  server_id: string;
+}
+
+/** A stored audit row. */
+export interface AuditRecord extends AuditEntry {
+  id: string;
+  created_at: string;
+}
+
+export interface AuditFilter {
+  operator?: string | undefined;
+  action?: string | undefined;
+  target_type?: string | undefined;
+  target_id?: string | undefined;
+  /** ISO timestamp, inclusive. */
+  from?: string | undefined;
+  /** ISO timestamp, exclusive. */
+  to?: string | undefined;
+}
+
+/** The audit log: appended to by the ACP on every successful write, read by admins, kept a week. */
+export interface AuditStore {
+  append(entry: AuditEntry): Promise<AuditRecord>;
+  /** Newest first, keyset-paged on (created_at, id). */
+  list(q: LogPageQuery<AuditFilter>): Promise<LogPage<AuditRecord>>;
+  /** Deletes the rows created before `before` (ISO); returns how many went. */
+  deleteOlderThan(before: string): Promise<number>;
+}
+
 /**
  * What a flow or stream earned (flows and streams lists): `conversions` counts leads and sales
  * (rejected ones count in neither, as in reports, §15); `revenue` is their payout summed per
@@ -436,6 +475,8 @@ export interface Storage {
   readonly clicks: ClickStore;
   /** Conversions from postbacks (§12). */
   readonly conversions: ConversionStore;
+  /** Who changed what over the ACP (§17). */
+  readonly audit: AuditStore;
   /** Applies pending versioned migrations; idempotent and safe when nodes start together. */
   migrate(): Promise<void>;
   /** Resolves when the database answers a trivial query. */

@@ -29,6 +29,10 @@ const RULES: Record<string, Role> = {
   '/acp/clicks/get': 'viewer',
   '/acp/clicks/list': 'viewer',
   '/acp/conversions/list': 'viewer',
+  '/acp/operators/list': 'admin',
+  '/acp/operators/create': 'admin',
+  '/acp/operators/revoke': 'admin',
+  '/acp/audit/list': 'admin',
 };
 
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef';
@@ -49,6 +53,23 @@ describe('access control: every ACP route × every credential', () => {
   test('every registered route has a rule, and the rule is the role it was registered with', () => {
     const registered = Object.fromEntries(t.node.acp.routes.map((r) => [r.path, r.role]));
     assert.deepEqual(registered, RULES);
+  });
+
+  test('every route that changes something is audited, with its action; nothing else is', () => {
+    const audited = Object.fromEntries(
+      t.node.acp.routes.filter((r) => r.action !== undefined).map((r) => [r.path, r.action]),
+    );
+    assert.deepEqual(audited, {
+      '/acp/cron-tasks/run': 'task.run',
+      '/acp/traffic-flows/create': 'flow.create',
+      '/acp/traffic-flows/update': 'flow.update',
+      '/acp/traffic-flows/delete': 'flow.delete',
+      '/acp/streams/create': 'stream.create',
+      '/acp/streams/update': 'stream.update',
+      '/acp/streams/delete': 'stream.delete',
+      '/acp/operators/create': 'operator.create',
+      '/acp/operators/revoke': 'operator.revoke',
+    });
   });
 
   test('no token, a wrong or revoked token: 401; a role below the rule: 403; at or above: through', async () => {

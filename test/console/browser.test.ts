@@ -185,6 +185,9 @@ describe('web console in a browser', { skip }, () => {
     const seen = watchConsole(page);
     await signIn(page, viewer);
     await screenshot(page, 'console-phone-overview');
+    // Admin pages are not in a viewer's navigation.
+    assert.equal(await page.locator('nav a[href="#/operators"]').count(), 0);
+    assert.equal(await page.locator('nav a[href="#/audit"]').count(), 0);
     await page.click('nav a[href="#/tasks"]');
     await page.waitForSelector('table[aria-label=Tasks] code:text-is("flaky")');
     assert.equal(await page.locator('button:text("Run now")').count(), 0);
@@ -371,4 +374,86 @@ describe('web console in a browser', { skip }, () => {
       await page.close();
     });
   });
+
+  for (const [label, viewport] of [
+    ['desktop', { width: 1366, height: 768 }],
+    ['phone', { width: 390, height: 844 }],
+  ] as const) {
+    test(`an admin (${label}) creates an operator, sees its token once, revokes it, and finds both in the audit log`, async () => {
+      const page = await browser.newPage({
+        viewport,
+        ...(label === 'phone' ? { isMobile: true, hasTouch: true } : {}),
+      });
+      const seen = watchConsole(page);
+      await signIn(page, admin);
+      const name = `carol-${label}`;
+
+      await page.click('nav a[href="#/operators"]');
+      await page.waitForSelector('table[aria-label=Operators] code:text-is("alice")');
+      await page.fill('#op-name', name);
+      await page.selectOption('#op-role', 'viewer');
+      await page.click('form[aria-label="New operator"] button[type=submit]');
+      const token = ((await page.textContent('[data-testid=new-token]')) ?? '').trim();
+      assert.match(token, /^slc_/);
+      assert.match((await page.textContent('section[aria-label="New token"]')) ?? '', /shown only this once/);
+      // The token shown is the operator's: it signs in as a viewer.
+      const me = (await (await t.acp('/acp/auth/whoami', token, {})).json()) as {
+        name: string;
+        role: string;
+      };
+      assert.deepEqual([me.name, me.role], [name, 'viewer']);
+      await page.click('button:text("Copy token")');
+      await page.waitForSelector('section[aria-label="New token"] .muted');
+      assert.ok((await overflowOf(page)) <= 0, 'no horizontal scrolling with the token shown');
+      await screenshot(page, `console-${label}-operators-token`);
+      await page.click('button:text("Done, I have stored it")');
+      assert.equal(
+        await page.locator('[data-testid=new-token]').count(),
+        0,
+        'the token is gone from the page',
+      );
+
+      // Revoke asks once more, then the operator loses access.
+      const row = `table[aria-label=Operators] tr:has(code:text-is("${name}"))`;
+      await page.click(`${row} button:text-is("Revoke")`);
+      await page.click(`${row} button:text-is("Revoke ${name}")`);
+      await page.waitForSelector(row, { state: 'detached' });
+      assert.equal((await t.acp('/acp/auth/whoami', token, {})).status, 401);
+      // An admin's own row has no revoke button.
+      assert.equal(
+        await page.locator('table[aria-label=Operators] tr:has(code:text-is("alice")) button').count(),
+        0,
+      );
+
+      // The audit log, newest first: the revoke, then the create, both by alice.
+      await page.click('nav a[href="#/audit"]');
+      const first = 'table[aria-label="Audit log"] tbody tr:first-child';
+      await page.waitForSelector(`${first} td[data-label=Target]:has-text("${name}")`);
+      assert.match((await page.textContent(`${first} td[data-label=Action]`)) ?? '', /operator\.revoke/);
+      assert.match((await page.textContent(`${first} td[data-label=Operator]`)) ?? '', /alice/);
+      assert.match(
+        (await page.textContent(
+          'table[aria-label="Audit log"] tbody tr:nth-child(2) td[data-label=Action]',
+        )) ?? '',
+        /operator\.create/,
+      );
+      // It polls: a change made elsewhere appears without a reload.
+      const flow = (await (
+        await t.acp('/acp/traffic-flows/create', admin, { slug: `audited-${label}`, name: 'x' })
+      ).json()) as { id: string };
+      await page.waitForSelector(`${first} td[data-label=Target]:has-text("${flow.id}")`);
+      assert.ok((await overflowOf(page)) <= 0, 'no horizontal scrolling on the audit page');
+      await screenshot(page, `console-${label}-audit`);
+      // Filtered by action: the creates only.
+      await page.fill('#audit-action', 'operator.create');
+      await page.click('form[aria-label="Audit filters"] button[type=submit]');
+      await page.waitForSelector(`${first} td[data-label=Action]:has-text("operator.create")`);
+      const actions = await page
+        .locator('table[aria-label="Audit log"] td[data-label=Action]')
+        .allTextContents();
+      assert.ok(actions.length > 0 && actions.every((a) => a.trim() === 'operator.create'), actions.join());
+      assert.deepEqual(seen.errors, []);
+      await page.close();
+    });
+  }
 });

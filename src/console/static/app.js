@@ -1,8 +1,10 @@
 import { html, render } from 'htm/preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { AcpError, acp, SIGNED_OUT, session } from './api.js';
+import { AcpError, acp, can, SIGNED_OUT, session } from './api.js';
+import { AuditPage } from './audit.js';
 import { ClicksPage, ConversionsPage } from './clicks.js';
 import { FlowsPage } from './flows.js';
+import { OperatorsPage } from './operators.js';
 import { OverviewPage } from './overview.js';
 import { ProceduresPage } from './procedures.js';
 import { RoutesPage } from './routes.js';
@@ -20,6 +22,9 @@ const PAGES = [
   { hash: '#/clicks', label: 'Clicks', Page: ClicksPage },
   { hash: '#/conversions', label: 'Conversions', Page: ConversionsPage },
   { hash: '#/procedures', label: 'Procedures', Page: ProceduresPage },
+  // Admin only: drawn in the navigation for admins alone (the API refuses the rest anyway).
+  { hash: '#/operators', label: 'Operators', Page: OperatorsPage, role: 'admin' },
+  { hash: '#/audit', label: 'Audit', Page: AuditPage, role: 'admin' },
 ];
 
 function Login({ onLogin, notice }) {
@@ -139,7 +144,8 @@ function App() {
 
   if (checking) return html`<main class="login"><p>Connecting…</p></main>`;
   if (!me) return html`<${Login} onLogin=${setMe} notice=${notice} />`;
-  const page = PAGES.find((p) => p.hash === hash.split('?')[0]) ?? PAGES[0];
+  const pages = PAGES.filter((p) => !p.role || can(me.role, p.role));
+  const page = pages.find((p) => p.hash === hash.split('?')[0]) ?? pages[0];
   const isLeader = live.metrics?.host?.is_leader;
   const signOut = () => {
     session.clear();
@@ -156,7 +162,7 @@ function App() {
       <button type="button" class="link" onClick=${signOut}>Sign out</button>
     </header>
     <nav aria-label="Pages">
-      ${PAGES.map((p) => html`<a href=${p.hash} aria-current=${p === page ? 'page' : undefined}>${p.label}</a>`)}
+      ${pages.map((p) => html`<a href=${p.hash} aria-current=${p === page ? 'page' : undefined}>${p.label}</a>`)}
     </nav>
     <main>
       <${ErrorLine} error=${live.error} />

@@ -1,0 +1,43 @@
+import { Type } from '@sinclair/typebox';
+import { Text } from '../config/index.ts';
+import type { AuditStore } from '../storage/index.ts';
+import type { AcpRouter } from './acp-router.ts';
+
+const strict = { additionalProperties: false } as const;
+
+export const AuditListBody = Type.Object(
+  {
+    filter: Type.Optional(
+      Type.Object(
+        {
+          operator: Type.Optional(Text({ minLength: 1, maxLength: 64 })),
+          /** `<target_type>.<verb>`, e.g. `flow.delete`. */
+          action: Type.Optional(Type.String({ pattern: '^[a-z_]{1,32}\\.[a-z_]{1,32}$' })),
+          target_type: Type.Optional(Type.String({ pattern: '^[a-z_]{1,32}$' })),
+          target_id: Type.Optional(Text({ minLength: 1, maxLength: 200 })),
+          /** ISO-8601 UTC as the node writes it, inclusive; `to` exclusive. */
+          from: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
+          to: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
+        },
+        strict,
+      ),
+    ),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 50 })),
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, pattern: '^[A-Za-z0-9_-]+$' })),
+  },
+  strict,
+);
+
+/**
+ * `POST /acp/audit/list` (admin): who changed what, newest first, keyset-paged like the click log
+ * (`{items, total, total_capped, next_cursor}`).
+ */
+export function registerAuditRoutes(acp: AcpRouter, store: AuditStore): void {
+  acp.add({
+    path: '/acp/audit/list',
+    role: 'admin',
+    body: AuditListBody,
+    handler: ({ body }) =>
+      store.list({ filter: body.filter ?? {}, limit: body.limit ?? 50, cursor: body.cursor }),
+  });
+}
