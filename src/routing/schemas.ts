@@ -45,6 +45,7 @@ export const FlowCreateBody = Type.Object(
     name: Name,
     status: Type.Optional({ ...FlowStatus, default: 'active' }),
     rotation: Type.Optional({ ...Rotation, default: 'position' }),
+    forward_query: Type.Optional(Type.Boolean({ default: false })),
   },
   strict,
 );
@@ -56,6 +57,7 @@ export const FlowUpdateBody = Type.Object(
     name: Type.Optional(Name),
     status: Type.Optional(FlowStatus),
     rotation: Type.Optional(Rotation),
+    forward_query: Type.Optional(Type.Boolean()),
   },
   strict,
 );
