@@ -67,7 +67,8 @@ export async function addCounters(guard: BatchGuard, batch: CounterBatch): Promi
   >();
   for (const f of batch.flows) {
     const row = flows.get(f.id);
-    if (row === undefined) flows.set(f.id, [f.id, f.clicks, f.no_match, f.bots ?? 0, f.uniques ?? 0, f.last_click_at]);
+    if (row === undefined)
+      flows.set(f.id, [f.id, f.clicks, f.no_match, f.bots ?? 0, f.uniques ?? 0, f.last_click_at]);
     else {
       row[1] += f.clicks;
       row[2] += f.no_match;

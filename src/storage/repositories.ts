@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Role } from '../config/index.ts';
 import type { Clock } from '../time/index.ts';
-import { type Fence, fenceClause } from './cluster-store.ts';
 import { toBool } from './clicks.ts';
+import { type Fence, fenceClause } from './cluster-store.ts';
 import { keysetPage } from './paging.ts';
 import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
 import { type ColumnKind, storableText } from './storable.ts';
