@@ -30,7 +30,10 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
               setupRequest: (req) => ({
                 ...req,
                 path: pick(paths),
-                headers: header === undefined ? { ...req.headers, ...ua } : { ...ua, [header.name]: pick(header.values) },
+                headers:
+                  header === undefined
+                    ? { ...req.headers, ...ua }
+                    : { ...ua, [header.name]: pick(header.values) },
               }),
             },
           ],
