@@ -18,6 +18,15 @@ import { dropSchema, PG_URL, testSchema } from '../test/helpers/postgres.ts';
 
 import { TcpProxy } from '../test/helpers/tcp-proxy.ts';
 
+/**
+ * A browser's user agent, sent with every /go request the scenarios make: a request without one
+ * is a bot (§11), answered but never a hit, and the scenarios count hits.
+ */
+export const PERSON = {
+  'user-agent':
+    'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36',
+};
+
 const CLI = resolve(import.meta.dirname, '../src/cli.ts');
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -269,7 +278,7 @@ export async function closedLoop(o: {
         const res = await request(o.url + o.paths(), {
           method: o.method ?? 'GET',
           dispatcher,
-          headers: o.headers,
+          headers: o.headers ?? PERSON,
           body: o.body?.(),
           headersTimeout: 30_000,
           bodyTimeout: 30_000,

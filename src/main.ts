@@ -16,7 +16,7 @@ import {
 } from './acp/index.ts';
 import { AuditTrail } from './audit/index.ts';
 import { Authenticator, AuthLimiter, bootstrapAdmin, OperatorDirectory } from './auth/index.ts';
-import { ClickLog } from './clicks/index.ts';
+import { ClickDescriber, ClickLog } from './clicks/index.ts';
 import { type LeaderElection, LocalElection, NodeHeartbeat, PostgresElection } from './cluster/index.ts';
 import {
   type Config,
@@ -57,6 +57,8 @@ export interface SluiceNode {
   storage: Storage;
   election: LeaderElection;
   routing: RoutingService;
+  /** Describes each /go click (ids, user agents, uniqueness); the uniqueness exchange reads it. */
+  clickDescriber: ClickDescriber;
   clickLog: ClickLog;
   httpClient: HttpClient;
   scheduler: Scheduler;
@@ -235,6 +237,15 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       clock,
     });
     clickLog.start();
+    const clickDescriber = new ClickDescriber({
+      clock,
+      userAgentCacheMax: config.routing.user_agent_cache_max,
+      uniquenessTtlHours: config.routing.uniqueness_ttl_hours,
+      uniquenessMaxEntries: config.routing.uniqueness_max_entries,
+      // Nothing takes first sightings to other nodes yet (the uniqueness exchange task does, once
+      // it lands): kept off, each node judges uniqueness alone.
+      shareUniqueness: false,
+    });
     // After the server drained: every click answered is in the buffer by then. A database that
     // refuses gets a short retry, not the whole grace period (the stop has its deadline).
     lifecycle.defer(async () => {
@@ -302,7 +313,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       clientErrorRate: config.acp.client_error_rate,
     });
     registerConsole(app);
-    registerGoRoute(app, routing, clock, opts.random);
+    registerGoRoute(app, routing, { describer: clickDescriber, log: clickLog }, clock, opts.random);
     registerPostbackRoute(app, {
       conversions: storage.conversions,
       pendingClick: (clickId) => clickLog.find(clickId),
@@ -347,6 +358,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       storage,
       election,
       routing,
+      clickDescriber,
       clickLog,
       httpClient,
       scheduler,

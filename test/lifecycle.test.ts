@@ -9,6 +9,10 @@ import { openSqlite } from '../src/storage/index.ts';
 import { systemClock } from '../src/time/index.ts';
 import { CLI, runCli, START_LIMIT_MS } from './helpers/cli.ts';
 import { stallClients } from './helpers/stall.ts';
+import { USER_AGENTS } from './helpers/user-agents.ts';
+
+/** A browser's user agent: a click without one is a bot (§11), never a hit. */
+const PERSON = { 'user-agent': USER_AGENTS.chromeWindows };
 
 /**
  * Starting and stopping (§1, §17) as a supervisor sees it: a real node process, real sockets, the
@@ -98,7 +102,7 @@ async function clicks(url: string, n: number): Promise<number> {
   for (let i = 0; i < n; i += 20) {
     const batch = await Promise.all(
       Array.from({ length: Math.min(20, n - i) }, async () => {
-        const res = await fetch(`${url}/go/stop`, { redirect: 'manual' });
+        const res = await fetch(`${url}/go/stop`, { redirect: 'manual', headers: PERSON });
         await res.arrayBuffer();
         return res.status;
       }),

@@ -8,11 +8,13 @@ import autocannon from 'autocannon';
 import type { LoadResult, LoadSpec } from './load.ts';
 
 async function run(spec: LoadSpec): Promise<LoadResult> {
-  const { paths, header } = spec.mix;
+  const { paths, header, userAgent } = spec.mix;
+  const ua: Record<string, string> = userAgent === undefined ? {} : { 'user-agent': userAgent };
   const single = paths.length === 1 && header === undefined;
   const pick = <T>(xs: readonly T[]) => xs[Math.floor(Math.random() * xs.length)]!;
   const out = await autocannon({
     url: single ? `${spec.origin}${paths[0]}` : spec.origin,
+    headers: ua,
     connections: spec.connections,
     pipelining: 1,
     // autocannon notices the end (time up, or the amount answered) only at its sampling tick,
@@ -28,7 +30,10 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
               setupRequest: (req) => ({
                 ...req,
                 path: pick(paths),
-                headers: header === undefined ? req.headers : { [header.name]: pick(header.values) },
+                headers:
+                  header === undefined
+                    ? { ...req.headers, ...ua }
+                    : { ...ua, [header.name]: pick(header.values) },
               }),
             },
           ],

@@ -327,13 +327,14 @@ export function wrkClient(): LoadClient | undefined {
     name: 'wrk',
     run: (spec) => {
       if (spec.amount !== undefined) return Promise.reject(new Error('wrk cannot send a fixed amount'));
-      const { paths, header } = spec.mix;
+      const { paths, header, userAgent } = spec.mix;
+      const ua = userAgent === undefined ? '' : `["User-Agent"] = ${lua(userAgent)}, `;
       const script = join(dir, `load-${++scripts}.lua`);
       const single = paths.length === 1 && header === undefined;
       writeFileSync(
         script,
         (single
-          ? `wrk.path = ${lua(paths[0]!)}\n`
+          ? `wrk.path = ${lua(paths[0]!)}\n${userAgent === undefined ? '' : `wrk.headers["User-Agent"] = ${lua(userAgent)}\n`}`
           : `local paths = {${paths.map(lua).join(',')}}
 local values = ${header ? `{${header.values.map(lua).join(',')}}` : 'nil'}
 local reqs = {}
@@ -341,9 +342,9 @@ function init(args)
   math.randomseed(os.time())
   for i = 1, #paths do
     if values then
-      for j = 1, #values do reqs[#reqs + 1] = wrk.format(nil, paths[i], { [${lua(header?.name ?? '')}] = values[j] }) end
+      for j = 1, #values do reqs[#reqs + 1] = wrk.format(nil, paths[i], { ${ua}[${lua(header?.name ?? '')}] = values[j] }) end
     else
-      reqs[#reqs + 1] = wrk.format(nil, paths[i])
+      reqs[#reqs + 1] = wrk.format(nil, paths[i], { ${ua}})
     end
   end
 end

@@ -22,11 +22,20 @@ export interface SluiceScenario {
   unknown?: number;
 }
 
-/** What the load generator sends: a random path, and a random header value when there are some. */
+/**
+ * What the load generator sends: a random path, a random header value when there are some, and a
+ * user agent on every request when set.
+ */
 export interface RequestMix {
   paths: string[];
   header?: { name: string; values: string[] };
+  /** A browser's: a request without one is a bot (§11), which skips the uniqueness check. */
+  userAgent?: string;
 }
+
+/** A person's browser, so that every request is a click described in full (#14). */
+export const BROWSER_UA =
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
 
 /** Twenty countries, most of a real audience's traffic; the filters draw from the same list. */
 export const COUNTRIES = [
@@ -103,5 +112,7 @@ export function requestMix(scenario: SluiceScenario): RequestMix {
     scenario.unknown === undefined
       ? Array.from({ length: scenario.flows }, (_, i) => `/go/${slugOf(scenario, i)}`)
       : Array.from({ length: scenario.unknown }, (_, i) => `/go/nope-${i}`);
-  return scenario.country ? { paths, header: { name: 'cf-ipcountry', values: COUNTRIES } } : { paths };
+  return scenario.country
+    ? { paths, header: { name: 'cf-ipcountry', values: COUNTRIES }, userAgent: BROWSER_UA }
+    : { paths, userAgent: BROWSER_UA };
 }

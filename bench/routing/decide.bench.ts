@@ -6,7 +6,7 @@
  */
 import { buildTarget, compileFlow, decide } from '../../src/routing/index.ts';
 import type { StreamRecord } from '../../src/storage/index.ts';
-import { flowRecord, streamRecord } from '../../test/helpers/records.ts';
+import { flowRecord, macroValues, streamRecord } from '../../test/helpers/records.ts';
 
 const N = 1_000_000;
 const ROUNDS = 9;
@@ -45,6 +45,7 @@ const random = () => {
 };
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 let sink = 0;
+const values = macroValues({ flow: 'bench', request_id: 'req-1' });
 for (const rotation of ['weight', 'position'] as const) {
   const compiled = compileFlow(flow(rotation), streams);
   const times: number[] = [];
@@ -53,7 +54,7 @@ for (const rotation of ['weight', 'position'] as const) {
     for (let i = 0; i < N; i++) {
       const country = COUNTRIES[i % COUNTRIES.length];
       const s = decide(compiled, country, random);
-      if (s) sink += buildTarget(s, { country, flow: 'bench', stream: s.id, request_id: 'req-1' }).length;
+      if (s) sink += buildTarget(s, { ...values, country }).length;
     }
     if (r > 0) times.push(Number(process.hrtime.bigint() - t0) / N);
   }

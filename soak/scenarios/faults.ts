@@ -10,6 +10,7 @@ import {
   closedLoop,
   type NodeProcess,
   type Outcome,
+  PERSON,
   Phases,
   percentile,
   persistedHits,
@@ -86,7 +87,7 @@ export async function dbOutage(o: { seconds: number; realPg?: boolean }): Promis
     // One click per node first, so the flow is in both caches when the database goes away.
     let warmClicks = 0;
     for (const n of c.nodes) {
-      const r = await fetch(`${n.url}/go/steady`, { redirect: 'manual' });
+      const r = await fetch(`${n.url}/go/steady`, { redirect: 'manual', headers: PERSON });
       await r.body?.cancel();
       if (r.status === 302) warmClicks++;
     }

@@ -4,6 +4,7 @@ import {
   check,
   closedLoop,
   type Outcome,
+  PERSON,
   persistedHits,
   seedFlow,
   startCluster,
@@ -29,7 +30,9 @@ export async function load(o: { seconds: number; connections: number }): Promise
     // number comes from a warm-up of both nodes at once on another flow, so the run lasts about
     // `seconds` (a little more: the ACP calls share the machine).
     const warm = await Promise.all(
-      c.nodes.map((n) => autocannon({ url: `${n.url}/go/warm`, connections: perNode, duration: 2 })),
+      c.nodes.map((n) =>
+        autocannon({ url: `${n.url}/go/warm`, connections: perNode, duration: 2, headers: PERSON }),
+      ),
     );
 
     const before = await Promise.all(
@@ -61,6 +64,7 @@ export async function load(o: { seconds: number; connections: number }): Promise
           url: n.url,
           connections: perNode,
           amount: Math.max(1000, Math.round(warm[i]!.requests.average * o.seconds)),
+          headers: PERSON,
           requests: [
             ...Array.from({ length: 9 }, () => ({ path: '/go/load' })),
             { path: '/go/no-such-flow' },

@@ -7,10 +7,12 @@ import {
 import { outcomeOf, type Recorder } from '../telemetry/index.ts';
 import { type CountryResolver, requestIdFrom } from './request-context.ts';
 
-/** What a request's answer starts from: its id and its country (§3), decided once. */
+/** What a request's answer starts from: its id, its country (§3) and its client, decided once. */
 export interface RequestTrace {
   id: string;
   country: string | undefined;
+  /** The client's address after trusted proxies (as fastify's `request.ip`); undefined when unknown. */
+  client: string | undefined;
 }
 
 /** An answer with no body: its status and the headers after the tracing ones, in order. */
@@ -128,7 +130,11 @@ export class FrontDoor {
         return false;
       const q = url.indexOf('?', route.prefix.length);
       const param = url.slice(route.prefix.length, q === -1 ? url.length : q);
-      const trace: RequestTrace = { id: requestIdFrom(req), country: this.#country.resolve(req) };
+      const trace: RequestTrace = {
+        id: requestIdFrom(req),
+        country: this.#country.resolve(req),
+        client: this.#country.clientAddress(req),
+      };
       let answer: FastAnswer | undefined;
       try {
         answer = route.answer(param, trace, req);

@@ -71,7 +71,31 @@ export class CountryResolver {
   #check(address: string | undefined): boolean {
     if (!address) return false;
     const v4 = address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
-    return this.#trusted.check(v4, v4.includes(':') ? 'ipv6' : 'ipv4');
+    try {
+      return this.#trusted.check(v4, v4.includes(':') ? 'ipv6' : 'ipv4');
+    } catch {
+      return false; // not an address (a forged X-Forwarded-For hop): never a trusted proxy
+    }
+  }
+
+  /**
+   * The client's address as fastify's `request.ip` decides it with `trustProxy` set to the
+   * trusted proxies (proxy-addr's rule): the peer, or, while the hop is a trusted proxy, the next
+   * `X-Forwarded-For` entry from the right; the first untrusted one is the client. One function
+   * for both of /go's paths, so the fast path and fastify see the same visitor.
+   */
+  clientAddress(req: IncomingMessage): string | undefined {
+    const peer = req.socket.remoteAddress;
+    if (peer === undefined || !this.isTrustedPeer(req.socket)) return peer;
+    const xff = req.headers['x-forwarded-for'];
+    if (typeof xff !== 'string' || xff.length === 0) return peer;
+    const hops = xff.split(',');
+    let addr = peer;
+    for (let i = hops.length - 1; i >= 0; i--) {
+      addr = hops[i]!.trim();
+      if (!this.#check(addr)) return addr;
+    }
+    return addr;
   }
 
   /** Upper-case country code, or undefined when unknown or not to be believed. */

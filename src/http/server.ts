@@ -26,6 +26,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Upper-case ISO country of the client, when a trusted proxy told us (§3). */
     country: string | undefined;
+    /** The client's address after trusted proxies (CountryResolver.clientAddress); undefined when unknown. */
+    readonly clientAddress: string | undefined;
   }
 }
 
@@ -126,6 +128,12 @@ export function createServer(deps: ServerDeps): FastifyInstance {
 
   trackConnections(app.server);
   app.decorateRequest('country', undefined);
+  // Read by /go only: worked out when asked, by the same rule as the fast path's.
+  app.decorateRequest('clientAddress', {
+    getter(this: FastifyRequest) {
+      return country.clientAddress(this.raw);
+    },
+  });
   app.addHook('onRequest', (request, reply, done) => {
     request.country = country.resolve(request.raw);
     setTracingHeaders(request, reply, serverId);

@@ -3,11 +3,14 @@ import { TimeSlice } from '../time/index.ts';
 
 interface StreamDelta {
   hits: number;
+  uniques: number;
   last: number;
 }
 interface FlowDelta {
   clicks: number;
   noMatch: number;
+  bots: number;
+  uniques: number;
   last: number;
 }
 
@@ -19,7 +22,7 @@ interface Unacked {
 }
 
 /**
- * Hits and clicks counted in memory on the hot path (two Map lookups, no I/O) and handed to
+ * Hits, clicks, no-matches, bots and uniques counted in memory on the hot path (two Map lookups, no I/O) and handed to
  * storage in idempotent batches. A batch is cut once, with an id; a flush that fails keeps that
  * batch and sends the same batch, same id, first on the next flush, while what was counted
  * meanwhile goes into a batch of its own. So a batch whose commit went through but whose answer
@@ -36,17 +39,25 @@ export class ClickCounters {
   totalHits = 0;
   totalClicks = 0;
   totalNoMatch = 0;
+  totalBots = 0;
+  totalUniques = 0;
 
-  hit(flowId: string, streamId: string, now: number): void {
+  /** A person's click a stream took; `unique` per §11. */
+  hit(flowId: string, streamId: string, now: number, unique = false): void {
     this.totalHits++;
     this.totalClicks++;
+    const u = unique ? 1 : 0;
+    this.totalUniques += u;
     const s = this.#streams.get(streamId);
-    if (s === undefined) this.#streams.set(streamId, { hits: 1, last: now });
+    if (s === undefined) this.#streams.set(streamId, { hits: 1, uniques: u, last: now });
     else {
       s.hits++;
+      s.uniques += u;
       s.last = now;
     }
-    this.#flow(flowId, now).clicks++;
+    const f = this.#flow(flowId, now);
+    f.clicks++;
+    f.uniques += u;
   }
 
   noMatch(flowId: string, now: number): void {
@@ -54,25 +65,38 @@ export class ClickCounters {
     this.#flow(flowId, now).noMatch++;
   }
 
+  /** A bot's click (§11), routed or not: counted apart, never in hits, clicks or no-matches. */
+  bot(flowId: string, now: number): void {
+    this.totalBots++;
+    this.#flow(flowId, now).bots++;
+  }
+
   #flow(flowId: string, now: number): FlowDelta {
     let f = this.#flows.get(flowId);
     if (f === undefined) {
-      f = { clicks: 0, noMatch: 0, last: now };
+      f = { clicks: 0, noMatch: 0, bots: 0, uniques: 0, last: now };
       this.#flows.set(flowId, f);
     } else f.last = now;
     return f;
   }
 
   /** Counts not yet persisted (an unacknowledged batch's included), to show alongside persisted ones. */
-  pendingHits(streamId: string): number {
-    return (
-      (this.#streams.get(streamId)?.hits ?? 0) +
-      (this.#cutting?.streams.get(streamId)?.hits ?? 0) +
-      (this.#unacked?.streams.get(streamId)?.hits ?? 0)
-    );
+  pendingStream(streamId: string): { hits: number; uniques: number } {
+    const parts = [
+      this.#streams.get(streamId),
+      this.#cutting?.streams.get(streamId),
+      this.#unacked?.streams.get(streamId),
+    ];
+    let hits = 0;
+    let uniques = 0;
+    for (const p of parts) {
+      hits += p?.hits ?? 0;
+      uniques += p?.uniques ?? 0;
+    }
+    return { hits, uniques };
   }
 
-  pendingFlow(flowId: string): { clicks: number; no_match: number } {
+  pendingFlow(flowId: string): { clicks: number; no_match: number; bots: number; uniques: number } {
     const parts = [
       this.#flows.get(flowId),
       this.#cutting?.flows.get(flowId),
@@ -80,11 +104,15 @@ export class ClickCounters {
     ];
     let clicks = 0;
     let noMatch = 0;
+    let bots = 0;
+    let uniques = 0;
     for (const p of parts) {
       clicks += p?.clicks ?? 0;
       noMatch += p?.noMatch ?? 0;
+      bots += p?.bots ?? 0;
+      uniques += p?.uniques ?? 0;
     }
-    return { clicks, no_match: noMatch };
+    return { clicks, no_match: noMatch, bots, uniques };
   }
 
   get pending(): boolean {
@@ -116,11 +144,18 @@ export class ClickCounters {
     const slice = new TimeSlice();
     const batch: CounterBatch = { id: newBatchId(), streams: [], flows: [] };
     for (const [id, d] of streams) {
-      batch.streams.push({ id, hits: d.hits, last_hit_at: iso(d.last) });
+      batch.streams.push({ id, hits: d.hits, uniques: d.uniques, last_hit_at: iso(d.last) });
       if ((batch.streams.length & 255) === 0) await slice.pause();
     }
     for (const [id, d] of flows) {
-      batch.flows.push({ id, clicks: d.clicks, no_match: d.noMatch, last_click_at: iso(d.last) });
+      batch.flows.push({
+        id,
+        clicks: d.clicks,
+        no_match: d.noMatch,
+        bots: d.bots,
+        uniques: d.uniques,
+        last_click_at: iso(d.last),
+      });
       if ((batch.flows.length & 255) === 0) await slice.pause();
     }
     this.#cutting = undefined;

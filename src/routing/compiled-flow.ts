@@ -1,12 +1,19 @@
+import type { ClickFacts, QueryLike } from '../clicks/index.ts';
 import type { FlowRecord, StreamRecord } from '../storage/index.ts';
-import { MACROS, type Macro, normaliseTargetUrl } from './validation.ts';
+import { MACROS, type Macro, normaliseTargetUrl, PARAM_MACRO } from './validation.ts';
 
-/** What a target URL's macros are filled from. */
+/**
+ * What a target URL's macros are filled from (§14): the click's facts, and what the request and
+ * the flow say. Built only for a target that has macros.
+ */
 export interface MacroValues {
   country: string | undefined;
+  /** The flow's slug. */
   flow: string;
-  stream: string;
   request_id: string;
+  click: ClickFacts;
+  /** The incoming query parameters (`{param:NAME}`). */
+  query: QueryLike;
 }
 
 /** A stream ready for the hot path: filters as sets, the target URL with its macro positions. */
@@ -20,9 +27,13 @@ export interface RoutableStream {
   target: string;
   /**
    * Where its macros are: [start, end, macro number] per macro, in order; empty when it has none.
+   * A macro number below `MACROS.length` is that macro; above, `{param:NAME}` with NAME at
+   * `params[number - MACROS.length]`.
    * Positions, not pieces: 100k cached streams would otherwise hold 100k arrays of substrings.
    */
   marks: readonly number[];
+  /** The query parameter names of its `{param:NAME}` macros (one shared empty array when none). */
+  params: readonly string[];
 }
 
 /** A flow ready for the hot path; built once per cache fill, never per request. */
@@ -31,6 +42,8 @@ export interface CompiledFlow {
   slug: string;
   active: boolean;
   rotation: 'position' | 'weight';
+  /** Append the incoming query string to the target's (§14). */
+  forwardQuery: boolean;
   forced: readonly RoutableStream[];
   regular: readonly RoutableStream[];
   fallback: readonly RoutableStream[];
@@ -41,7 +54,8 @@ export interface CompiledFlow {
   refused: readonly { id: string; problem: string }[];
 }
 
-const MACRO_RE = new RegExp(`\\{(${MACROS.join('|')})\\}`, 'g');
+const MACRO_RE = new RegExp(`\\{(${MACROS.join('|')}|${PARAM_MACRO.source.slice(1, -1)})\\}`, 'g');
+const NO_PARAMS: readonly string[] = Object.freeze([]);
 /**
  * Country sets interned by content: flows tend to repeat the same lists, and a Set costs a few
  * hundred bytes. Bounded, so a store of all-different lists cannot grow it without end.
@@ -59,11 +73,21 @@ function countrySet(list: readonly string[] | undefined): ReadonlySet<string> | 
   return set;
 }
 
-function macroMarks(url: string): number[] {
+function macroMarks(url: string): { marks: number[]; params: readonly string[] } {
   const marks: number[] = [];
-  for (const m of url.matchAll(MACRO_RE))
-    marks.push(m.index, m.index + m[0].length, MACROS.indexOf(m[1] as Macro));
-  return marks;
+  let params: string[] | undefined;
+  for (const m of url.matchAll(MACRO_RE)) {
+    let k = MACROS.indexOf(m[1] as Macro);
+    if (k === -1) {
+      params ??= [];
+      const name = m[1]!.slice('param:'.length);
+      let at = params.indexOf(name);
+      if (at === -1) at = params.push(name) - 1;
+      k = MACROS.length + at;
+    }
+    marks.push(m.index, m.index + m[0].length, k);
+  }
+  return { marks, params: params ?? NO_PARAMS };
 }
 
 const byPosition = (a: StreamRecord, b: StreamRecord) => a.position - b.position || (a.id < b.id ? -1 : 1);
@@ -83,6 +107,7 @@ export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]):
   }
   const routable = (s: StreamRecord): RoutableStream => {
     const target = targets.get(s)!;
+    const { marks, params } = macroMarks(target);
     return {
       id: s.id,
       weight: s.weight,
@@ -90,7 +115,8 @@ export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]):
       include: countrySet(s.filters.countries_include),
       exclude: countrySet(s.filters.countries_exclude),
       target,
-      marks: macroMarks(target),
+      marks,
+      params,
     };
   };
   // filter then map: arrays of exactly their length, as the cache holds three per flow.
@@ -101,6 +127,7 @@ export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]):
     slug: flow.slug,
     active: flow.status === 'active',
     rotation: flow.rotation,
+    forwardQuery: flow.forward_query,
     forced: ofType('forced'),
     regular: ofType('regular'),
     fallback: ofType('default'),
@@ -160,17 +187,103 @@ export function decide(
 
 /**
  * The redirect location: the normalised target, each macro replaced by its value percent-encoded
- * (`encodeURIComponent`: never a raw value, so no value can add a CR/LF or leave the component).
- * Throws `URIError` on a lone surrogate, before anything is counted.
+ * (`encodeURIComponent`: never a raw value, so no value can add a CR/LF or leave the component);
+ * an unknown value (no country, no such sub-id or parameter) is empty. The hot path makes `v`
+ * only for a target with macros (`marks.length > 0`); without, the target is the location.
  */
-export function buildTarget(stream: RoutableStream, values: MacroValues): string {
+export function buildTarget(stream: RoutableStream, v: MacroValues): string {
   const { target, marks } = stream;
   if (marks.length === 0) return target;
   let out = '';
   let last = 0;
   for (let i = 0; i < marks.length; i += 3) {
-    out += target.slice(last, marks[i]) + encodeURIComponent(values[MACROS[marks[i + 2]!]!] ?? '');
+    out += target.slice(last, marks[i]) + encodeURIComponent(macroValue(stream, marks[i + 2]!, v));
     last = marks[i + 1]!;
   }
   return last < target.length ? out + target.slice(last) : out;
+}
+
+function macroValue(stream: RoutableStream, k: number, v: MacroValues): string {
+  const c = v.click;
+  switch (MACROS[k]) {
+    case 'country':
+      return v.country ?? '';
+    case 'flow':
+      return v.flow;
+    case 'stream':
+      return stream.id;
+    case 'request_id':
+      return v.request_id;
+    case 'click_id':
+      return c.click_id;
+    case 'device_type':
+      return c.device_type;
+    case 'os':
+      return c.os ?? '';
+    case 'browser':
+      return c.browser ?? '';
+    case 'language':
+      return c.language ?? '';
+    case 'sub1':
+      return c.sub1 ?? '';
+    case 'sub2':
+      return c.sub2 ?? '';
+    case 'sub3':
+      return c.sub3 ?? '';
+    case 'sub4':
+      return c.sub4 ?? '';
+    case 'sub5':
+      return c.sub5 ?? '';
+    case 'sub6':
+      return c.sub6 ?? '';
+    case 'sub7':
+      return c.sub7 ?? '';
+    case 'sub8':
+      return c.sub8 ?? '';
+    case 'sub9':
+      return c.sub9 ?? '';
+    case 'sub10':
+      return c.sub10 ?? '';
+    case undefined: {
+      // {param:NAME}: the first value when repeated; a lone surrogate (from `%ED%A0%80`-like
+      // input decoded leniently) is replaced, so encoding never throws.
+      const raw = v.query[stream.params[k - MACROS.length]!];
+      const value = typeof raw === 'string' ? raw : (raw?.[0] ?? '');
+      return value.isWellFormed() ? value : value.toWellFormed();
+    }
+  }
+}
+
+/**
+ * `location` with the incoming query string appended to its own (flow `forward_query`, §14):
+ * after `&` when it has a query, `?` when not, before its fragment. `query` is the raw query
+ * string as received (without `?`); characters a `Location` header cannot carry are
+ * percent-encoded.
+ */
+export function withForwardedQuery(location: string, query: string): string {
+  if (query.length === 0) return location;
+  const q = headerSafe(query);
+  const hash = location.indexOf('#');
+  const end = hash === -1 ? location.length : hash;
+  const sep = location.lastIndexOf('?', end) === -1 ? '?' : location.charCodeAt(end - 1) === 63 ? '' : '&';
+  return hash === -1 ? location + sep + q : location.slice(0, hash) + sep + q + location.slice(hash);
+}
+
+/**
+ * Visible ASCII as it is; anything else percent-encoded. Node reads the request line as latin1,
+ * so each character is one byte the client sent (space and controls never get this far: the
+ * HTTP parser refuses them), and `%XX` of it restores that byte. Existing escapes are kept.
+ */
+function headerSafe(s: string): string {
+  let out: string | undefined;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c > 0x20 && c < 0x7f) {
+      if (out !== undefined) out += s[i];
+    } else {
+      out ??= s.slice(0, i);
+      out += `%${(c & 0xff).toString(16).toUpperCase().padStart(2, '0')}`;
+    }
+  }
+  return out ?? s;
 }

@@ -1,15 +1,22 @@
 import type { IncomingMessage } from 'node:http';
+import { parse as parseQuery } from 'node:querystring';
 import type { FastifyInstance } from 'fastify';
+import type { ClickDescriber, ClickFacts, ClickLog, QueryLike } from '../clicks/index.ts';
 import { ApiError } from '../errors/index.ts';
 import { addFastRoute, type FastAnswer, type RequestTrace } from '../http/index.ts';
+import type { ClickOutcome, NewClick } from '../storage/index.ts';
 import type { Clock } from '../time/index.ts';
-import { buildTarget, type CompiledFlow, decide } from './compiled-flow.ts';
+import { buildTarget, type CompiledFlow, decide, withForwardedQuery } from './compiled-flow.ts';
 import type { RoutingService } from './service.ts';
 import { SLUG } from './validation.ts';
 
-/** Not `resource.not_found` objects built per click: the messages are fixed, so are the errors' shapes. */
+/** Not `resource.not_found` objects built per request for an unknown slug: its message is fixed. */
 const noFlow = () => new ApiError('resource.not_found', 'No active traffic flow with that slug.');
-const noStream = () => new ApiError('resource.not_found', 'No stream of this flow matches the request.');
+/** A flow's no-match answer is still a click: it carries its id (§11). */
+const noStream = (clickId: string) =>
+  new ApiError('resource.not_found', 'No stream of this flow matches the request.', {
+    headers: { 'x-click-id': clickId },
+  });
 
 /**
  * A click the fast path looked at but leaves to fastify to answer (a 404, after it was counted):
@@ -18,9 +25,36 @@ const noStream = () => new ApiError('resource.not_found', 'No stream of this flo
 const kOutcome = Symbol('sluice.click');
 type Looked = IncomingMessage & { [kOutcome]?: ApiError };
 
+const NO_QUERY: QueryLike = Object.freeze({});
+
+/** What /go needs of the click capability: describe each click once, log it once. */
+export interface GoClicks {
+  describer: ClickDescriber;
+  log: Pick<ClickLog, 'append'>;
+}
+
+/** `sub1`…`sub10` as the click log keeps them: one array, or null when the click had none. */
+function subsOf(f: ClickFacts): (string | null)[] | null {
+  if (
+    f.sub1 === null &&
+    f.sub2 === null &&
+    f.sub3 === null &&
+    f.sub4 === null &&
+    f.sub5 === null &&
+    f.sub6 === null &&
+    f.sub7 === null &&
+    f.sub8 === null &&
+    f.sub9 === null &&
+    f.sub10 === null
+  )
+    return null;
+  return [f.sub1, f.sub2, f.sub3, f.sub4, f.sub5, f.sub6, f.sub7, f.sub8, f.sub9, f.sub10];
+}
+
 /**
- * `GET /go/:slug` — the hot path (§8). On a cache hit nothing is awaited: decide, count in memory,
- * redirect. Only a cold or expired slug goes to the database.
+ * `GET /go/:slug` — the hot path (§8, §11). On a cache hit nothing is awaited: describe the click,
+ * decide, count in memory, append to the click log's buffer, redirect. Only a cold or expired
+ * slug goes to the database; the click log is written by its own timer, never here.
  *
  * A cache hit is answered by the server's front door (src/http/fast-path.ts) straight from Node's
  * request, without fastify's request lifecycle; everything else (a miss, a 404, `HEAD`, odd URLs)
@@ -30,31 +64,81 @@ type Looked = IncomingMessage & { [kOutcome]?: ApiError };
 export function registerGoRoute(
   app: FastifyInstance,
   routing: RoutingService,
+  clicks: GoClicks,
   clock: Clock,
   random: () => number = Math.random,
 ): void {
+  const { describer, log } = clicks;
+  const counters = routing.counters;
+
+  const record = (
+    flow: CompiledFlow,
+    streamId: string | null,
+    outcome: ClickOutcome,
+    f: ClickFacts,
+    country: string | undefined,
+    at: number,
+  ) => {
+    const entry: NewClick = {
+      click_id: f.click_id,
+      flow_id: flow.id,
+      stream_id: streamId,
+      at,
+      outcome,
+      country: country ?? null,
+      device_type: f.device_type,
+      // The click log's columns are NOT NULL: a user agent that names no OS or browser is ''.
+      os: f.os ?? '',
+      browser: f.browser ?? '',
+      language: f.language,
+      referrer_host: f.referrer_host,
+      subs: subsOf(f),
+      is_unique: f.is_unique,
+      is_bot: f.is_bot,
+      cost: 0,
+      ip_prefix: f.ip_prefix,
+    };
+    log.append(entry);
+  };
+
   /**
-   * One click on a flow: the routing decision, the redirect, the counters. Everything done per
-   * click belongs here (and only here). The answer is built before anything is counted, so a click
-   * that fails is not a hit. Returns the contract error rather than throwing it: the fast path
-   * hands it to fastify's error path.
+   * One click on a flow: described once, the routing decision, the redirect, the counters and the
+   * click log. Everything done per click belongs here (and only here). The answer is built before
+   * anything is counted, so a click that fails is not a hit. Returns the contract error rather than
+   * throwing it: the fast path hands it to fastify's error path. Bots are routed like people
+   * (`bot_action: route`, §13) and counted apart.
    */
-  const click = (flow: CompiledFlow | null, trace: RequestTrace): FastAnswer | ApiError => {
+  const click = (
+    flow: CompiledFlow | null,
+    trace: RequestTrace,
+    req: IncomingMessage,
+  ): FastAnswer | ApiError => {
     if (flow === null || !flow.active) return noFlow();
+    // The query string read here from the raw URL on both paths, by one parser.
+    const url = req.url!;
+    const q = url.indexOf('?');
+    const rawQuery = q === -1 ? '' : url.slice(q + 1);
+    const query: QueryLike = rawQuery.length === 0 ? NO_QUERY : parseQuery(rawQuery);
+    const facts = describer.describe(flow.id, req.method!, req.headers, trace.client, query);
     const country = trace.country;
     const stream = decide(flow, country, random);
     if (stream === undefined) {
-      routing.counters.noMatch(flow.id, clock.now());
-      return noStream();
+      const now = clock.now();
+      if (facts.is_bot) counters.bot(flow.id, now);
+      else counters.noMatch(flow.id, now);
+      record(flow, null, facts.is_bot ? 'bot' : 'no_match', facts, country, now);
+      return noStream(facts.click_id);
     }
-    const location = buildTarget(stream, {
-      country,
-      flow: flow.slug,
-      stream: stream.id,
-      request_id: trace.id,
-    });
-    routing.counters.hit(flow.id, stream.id, clock.now());
-    return { status: stream.redirectCode, headers: { location } };
+    let location =
+      stream.marks.length === 0
+        ? stream.target
+        : buildTarget(stream, { country, flow: flow.slug, request_id: trace.id, click: facts, query });
+    if (flow.forwardQuery) location = withForwardedQuery(location, rawQuery);
+    const now = clock.now();
+    if (facts.is_bot) counters.bot(flow.id, now);
+    else counters.hit(flow.id, stream.id, now, facts.is_unique);
+    record(flow, stream.id, facts.is_bot ? 'bot' : 'redirect', facts, country, now);
+    return { status: stream.redirectCode, headers: { location, 'x-click-id': facts.click_id } };
   };
 
   app.get<{ Params: { slug: string } }>('/go/:slug', (request, reply) => {
@@ -62,9 +146,9 @@ export function registerGoRoute(
     if (looked !== undefined) throw looked;
     const slug = request.params.slug;
     if (!SLUG.test(slug)) throw noFlow();
-    const trace = { id: request.id, country: request.country };
+    const trace: RequestTrace = { id: request.id, country: request.country, client: request.clientAddress };
     const send = (flow: CompiledFlow | null) => {
-      const answer = click(flow, trace);
+      const answer = click(flow, trace, request.raw);
       if (answer instanceof ApiError) throw answer;
       reply.code(answer.status).headers(answer.headers).send();
     };
@@ -80,7 +164,7 @@ export function registerGoRoute(
       if (!SLUG.test(slug)) return undefined;
       const cached = routing.cache.peek(slug);
       if (cached === undefined) return undefined; // a miss: the route loads it
-      const answer = click(cached, trace);
+      const answer = click(cached, trace, req);
       if (answer instanceof ApiError) {
         (req as Looked)[kOutcome] = answer;
         return undefined;

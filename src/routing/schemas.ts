@@ -46,6 +46,7 @@ export const FlowCreateBody = Type.Object(
     name: Name,
     status: Type.Optional({ ...FlowStatus, default: 'active' }),
     rotation: Type.Optional({ ...Rotation, default: 'position' }),
+    forward_query: Type.Optional(Type.Boolean({ default: false })),
   },
   strict,
 );
@@ -57,6 +58,7 @@ export const FlowUpdateBody = Type.Object(
     name: Type.Optional(Name),
     status: Type.Optional(FlowStatus),
     rotation: Type.Optional(Rotation),
+    forward_query: Type.Optional(Type.Boolean()),
   },
   strict,
 );

@@ -37,14 +37,17 @@ export interface StreamsSection {
   total: number;
   active: number;
   hits: number;
+  uniques: number;
 }
 
-/** The system metrics' `traffic_flows` section (§5). */
+/** The system metrics' `traffic_flows` section (§5, §11: `bots`). */
 export interface FlowsSection {
   total: number;
   active: number;
   clicks: number;
   no_match: number;
+  bots: number;
+  uniques: number;
 }
 
 /**
@@ -179,6 +182,7 @@ export class RoutingService {
       total: this.#aggregates.streams.total,
       active: this.#aggregates.streams.active,
       hits: this.counters.totalHits,
+      uniques: this.counters.totalUniques,
     };
   }
 
@@ -189,6 +193,8 @@ export class RoutingService {
       active: this.#aggregates.traffic_flows.active,
       clicks: this.counters.totalClicks,
       no_match: this.counters.totalNoMatch,
+      bots: this.counters.totalBots,
+      uniques: this.counters.totalUniques,
     };
   }
 
@@ -210,14 +216,20 @@ export class RoutingService {
 
   #flowView(f: FlowRecord): FlowRecord {
     const p = this.counters.pendingFlow(f.id);
-    return p.clicks || p.no_match
-      ? { ...f, clicks: f.clicks + p.clicks, no_match: f.no_match + p.no_match }
+    return p.clicks || p.no_match || p.bots
+      ? {
+          ...f,
+          clicks: f.clicks + p.clicks,
+          no_match: f.no_match + p.no_match,
+          bots: f.bots + p.bots,
+          uniques: f.uniques + p.uniques,
+        }
       : f;
   }
 
   #streamView(s: StreamRecord): StreamRecord {
-    const p = this.counters.pendingHits(s.id);
-    return p ? { ...s, hits: s.hits + p } : s;
+    const p = this.counters.pendingStream(s.id);
+    return p.hits ? { ...s, hits: s.hits + p.hits, uniques: s.uniques + p.uniques } : s;
   }
 
   async createFlow(body: FlowCreate): Promise<FlowRecord> {
@@ -226,6 +238,7 @@ export class RoutingService {
       name: body.name,
       status: body.status ?? 'active',
       rotation: body.rotation ?? 'position',
+      forward_query: body.forward_query ?? false,
     });
     await this.#changed(flow.slug);
     return flow;
@@ -361,7 +374,7 @@ export class RoutingService {
  * by any writer (a script, a restore) is recompiled too. Counters and target checks are not in it.
  */
 function sourceOf(flow: FlowRecord, streams: readonly StreamRecord[]): string {
-  let out = `${flow.slug}\n${flow.status}\n${flow.rotation}`;
+  let out = `${flow.slug}\n${flow.status}\n${flow.rotation}\n${flow.forward_query}`;
   for (const s of streams) {
     out += `\n${s.id}\t${s.type}\t${s.position}\t${s.weight}\t${s.status}\t${s.redirect_code}\t${s.target_url}\t${JSON.stringify(s.filters)}`;
   }

@@ -1,8 +1,35 @@
 import { ApiError } from '../errors/index.ts';
 
-/** Macros a stream's target_url may hold (§8). */
-export const MACROS = ['country', 'flow', 'stream', 'request_id'] as const;
+/** Macros a stream's target_url may hold (§8, §14), besides `{param:NAME}` ({@link PARAM_MACRO}). */
+export const MACROS = [
+  'country',
+  'flow',
+  'stream',
+  'request_id',
+  'click_id',
+  'device_type',
+  'os',
+  'browser',
+  'language',
+  'sub1',
+  'sub2',
+  'sub3',
+  'sub4',
+  'sub5',
+  'sub6',
+  'sub7',
+  'sub8',
+  'sub9',
+  'sub10',
+] as const;
 export type Macro = (typeof MACROS)[number];
+/**
+ * `{param:NAME}`: the incoming query parameter NAME (§14). NAME is 1–64 of `[A-Za-z0-9_.-]`, the
+ * characters parameter names are made of in practice; anything else is refused when the target is
+ * written, so a stored target never holds a macro the hot path cannot fill.
+ */
+export const PARAM_MACRO = /^param:([A-Za-z0-9_.-]{1,64})$/;
+const isMacro = (name: string) => (MACROS as readonly string[]).includes(name) || PARAM_MACRO.test(name);
 
 export const SLUG_PATTERN = '^[a-z0-9][a-z0-9-]{0,63}$';
 export const SLUG = new RegExp(SLUG_PATTERN);
@@ -79,9 +106,10 @@ export function normaliseTargetUrl(raw: string): { url: string } | { problem: st
   }
   if (!raw.isWellFormed()) return { problem: 'must be well-formed Unicode (it holds a lone surrogate)' };
   const tokens = [...raw.matchAll(MACRO_TOKEN)];
-  const unknown = tokens.find((m) => !(MACROS as readonly string[]).includes(m[1]!));
+  const unknown = tokens.find((m) => !isMacro(m[1]!));
   if (unknown !== undefined) {
-    return { problem: `unknown macro ${unknown[0]}; allowed: ${MACROS.map((m) => `{${m}}`).join(', ')}` };
+    const allowed = `${MACROS.map((m) => `{${m}}`).join(', ')}, {param:NAME} (NAME: 1-64 of A-Z a-z 0-9 _ . -)`;
+    return { problem: `unknown macro ${unknown[0]}; allowed: ${allowed}` };
   }
   if (/[{}]/.test(raw.replace(MACRO_TOKEN, ''))) return { problem: 'unbalanced { or }' };
   const authorityEnd = SCHEME_AND_AUTHORITY.exec(raw)?.[0].length ?? 0;

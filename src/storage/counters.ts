@@ -12,25 +12,28 @@ import type { CounterBatch } from './types.ts';
 // Ids that match no row (a stream or flow deleted since it was counted) simply join nothing.
 
 const STREAM_HITS = new BatchStatement({
-  columns: ['text', 'bigint', 'timestamptz'],
-  sqlite: `UPDATE streams SET hits = hits + ?2,
-      last_hit_at = CASE WHEN last_hit_at IS NULL OR last_hit_at < ?3 THEN ?3 ELSE last_hit_at END
+  columns: ['text', 'bigint', 'bigint', 'timestamptz'],
+  sqlite: `UPDATE streams SET hits = hits + ?2, uniques = uniques + ?3,
+      last_hit_at = CASE WHEN last_hit_at IS NULL OR last_hit_at < ?4 THEN ?4 ELSE last_hit_at END
     WHERE id = ?1`,
-  postgres: `UPDATE streams AS t SET hits = t.hits + v.hits,
+  postgres: `UPDATE streams AS t SET hits = t.hits + v.hits, uniques = t.uniques + v.uniques,
       last_hit_at = CASE WHEN t.last_hit_at IS NULL OR t.last_hit_at < v.at THEN v.at ELSE t.last_hit_at END
-    FROM (SELECT r.id, r.hits, r.at FROM {rows} AS r (id, hits, at)
+    FROM (SELECT r.id, r.hits, r.uniques, r.at FROM {rows} AS r (id, hits, uniques, at)
           JOIN streams AS s ON s.id = r.id ORDER BY s.id FOR NO KEY UPDATE OF s) AS v
     WHERE t.id = v.id`,
 });
 
 const FLOW_CLICKS = new BatchStatement({
-  columns: ['text', 'bigint', 'bigint', 'timestamptz'],
-  sqlite: `UPDATE traffic_flows SET clicks = clicks + ?2, no_match = no_match + ?3,
-      last_click_at = CASE WHEN last_click_at IS NULL OR last_click_at < ?4 THEN ?4 ELSE last_click_at END
+  columns: ['text', 'bigint', 'bigint', 'bigint', 'bigint', 'timestamptz'],
+  sqlite: `UPDATE traffic_flows SET clicks = clicks + ?2, no_match = no_match + ?3, bots = bots + ?4,
+      uniques = uniques + ?5,
+      last_click_at = CASE WHEN last_click_at IS NULL OR last_click_at < ?6 THEN ?6 ELSE last_click_at END
     WHERE id = ?1`,
   postgres: `UPDATE traffic_flows AS t SET clicks = t.clicks + v.clicks, no_match = t.no_match + v.no_match,
+      bots = t.bots + v.bots, uniques = t.uniques + v.uniques,
       last_click_at = CASE WHEN t.last_click_at IS NULL OR t.last_click_at < v.at THEN v.at ELSE t.last_click_at END
-    FROM (SELECT r.id, r.clicks, r.no_match, r.at FROM {rows} AS r (id, clicks, no_match, at)
+    FROM (SELECT r.id, r.clicks, r.no_match, r.bots, r.uniques, r.at
+          FROM {rows} AS r (id, clicks, no_match, bots, uniques, at)
           JOIN traffic_flows AS f ON f.id = r.id ORDER BY f.id FOR NO KEY UPDATE OF f) AS v
     WHERE t.id = v.id`,
 });
@@ -47,24 +50,31 @@ export async function addCounters(guard: BatchGuard, batch: CounterBatch): Promi
   // Merged a slice at a time, so a batch of 100k rows does not hold the event loop (#12).
   const slice = new TimeSlice();
   let n = 0;
-  const streams = new Map<string, [id: string, hits: number, at: string]>();
+  const streams = new Map<string, [id: string, hits: number, uniques: number, at: string]>();
   for (const s of batch.streams) {
     const row = streams.get(s.id);
-    if (row === undefined) streams.set(s.id, [s.id, s.hits, s.last_hit_at]);
+    if (row === undefined) streams.set(s.id, [s.id, s.hits, s.uniques ?? 0, s.last_hit_at]);
     else {
       row[1] += s.hits;
-      if (s.last_hit_at > row[2]) row[2] = s.last_hit_at;
+      row[2] += s.uniques ?? 0;
+      if (s.last_hit_at > row[3]) row[3] = s.last_hit_at;
     }
     if ((++n & 255) === 0) await slice.pause();
   }
-  const flows = new Map<string, [id: string, clicks: number, noMatch: number, at: string]>();
+  const flows = new Map<
+    string,
+    [id: string, clicks: number, noMatch: number, bots: number, uniques: number, at: string]
+  >();
   for (const f of batch.flows) {
     const row = flows.get(f.id);
-    if (row === undefined) flows.set(f.id, [f.id, f.clicks, f.no_match, f.last_click_at]);
+    if (row === undefined)
+      flows.set(f.id, [f.id, f.clicks, f.no_match, f.bots ?? 0, f.uniques ?? 0, f.last_click_at]);
     else {
       row[1] += f.clicks;
       row[2] += f.no_match;
-      if (f.last_click_at > row[3]) row[3] = f.last_click_at;
+      row[3] += f.bots ?? 0;
+      row[4] += f.uniques ?? 0;
+      if (f.last_click_at > row[5]) row[5] = f.last_click_at;
     }
     if ((++n & 255) === 0) await slice.pause();
   }

@@ -480,4 +480,22 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX audit_log_target ON audit_log (target_type, target_id, created_at, id);
     `,
   },
+  {
+    version: 9,
+    name: 'bots and uniques counted; flow forward_query',
+    // Counters as the click counters flush them (#14): bots apart from clicks, uniques among the
+    // redirected clicks. forward_query is a routing option of the flow (§14), off by default.
+    sqlite: `
+      ALTER TABLE traffic_flows ADD COLUMN bots INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE traffic_flows ADD COLUMN uniques INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE traffic_flows ADD COLUMN forward_query INTEGER NOT NULL DEFAULT 0 CHECK (forward_query IN (0, 1));
+      ALTER TABLE streams ADD COLUMN uniques INTEGER NOT NULL DEFAULT 0;
+    `,
+    postgres: `
+      ALTER TABLE traffic_flows ADD COLUMN bots BIGINT NOT NULL DEFAULT 0;
+      ALTER TABLE traffic_flows ADD COLUMN uniques BIGINT NOT NULL DEFAULT 0;
+      ALTER TABLE traffic_flows ADD COLUMN forward_query BOOLEAN NOT NULL DEFAULT FALSE;
+      ALTER TABLE streams ADD COLUMN uniques BIGINT NOT NULL DEFAULT 0;
+    `,
+  },
 ];

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Role } from '../config/index.ts';
 import type { Clock } from '../time/index.ts';
+import { toBool } from './clicks.ts';
 import { type Fence, fenceClause } from './cluster-store.ts';
 import { keysetPage } from './paging.ts';
 import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
@@ -76,15 +77,18 @@ export class SqlOperators implements OperatorStore {
 }
 
 const FLOW_COLUMNS =
-  'id, slug, name, status, rotation, clicks, no_match, last_click_at, version, created_at, updated_at';
+  'id, slug, name, status, rotation, forward_query, clicks, no_match, bots, uniques, last_click_at, version, created_at, updated_at';
 const toFlow = (r: Row): FlowRecord => ({
   id: String(r.id),
   slug: String(r.slug),
   name: String(r.name),
   status: r.status as FlowRecord['status'],
   rotation: r.rotation as FlowRecord['rotation'],
+  forward_query: toBool(r.forward_query),
   clicks: toNum(r.clicks),
   no_match: toNum(r.no_match),
+  bots: toNum(r.bots),
+  uniques: toNum(r.uniques),
   last_click_at: toIso(r.last_click_at),
   version: toNum(r.version),
   created_at: toIso(r.created_at)!,
@@ -107,7 +111,10 @@ function setClause(
   return { sql: keys.map((k) => `${k} = ?`).join(', '), params: keys.map((k) => encode(k, changes[k])) };
 }
 
-const FLOW_MUTABLE = ['slug', 'name', 'status', 'rotation'] as const;
+const FLOW_MUTABLE = ['slug', 'name', 'status', 'rotation', 'forward_query'] as const;
+/** Booleans as both backends take them: SQLite has no boolean type (0/1), PostgreSQL's is BOOLEAN. */
+const encodeFlow = (dialect: string) => (k: string, v: unknown) =>
+  k === 'forward_query' && dialect === 'sqlite' ? (v ? 1 : 0) : v;
 
 /** Column types of the sort keys (migration 2), which a list cursor is checked against. */
 const FLOW_SORT_KIND: Record<FlowSortKey, ColumnKind> = {
@@ -133,9 +140,18 @@ export class SqlFlows implements FlowStore {
   async create(input: FlowInput): Promise<FlowRecord> {
     const now = iso(this.#clock);
     const [row] = await this.#x.all(
-      `INSERT INTO traffic_flows (id, slug, name, status, rotation, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING ${FLOW_COLUMNS}`,
-      [randomUUID(), input.slug, input.name, input.status, input.rotation, now, now],
+      `INSERT INTO traffic_flows (id, slug, name, status, rotation, forward_query, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${FLOW_COLUMNS}`,
+      [
+        randomUUID(),
+        input.slug,
+        input.name,
+        input.status,
+        input.rotation,
+        encodeFlow(this.#x.dialect)('forward_query', input.forward_query ?? false),
+        now,
+        now,
+      ],
     );
     return toFlow(row!);
   }
@@ -158,7 +174,7 @@ export class SqlFlows implements FlowStore {
     changes: Partial<FlowInput>,
     expectedVersion?: number,
   ): Promise<FlowRecord | undefined> {
-    const set = setClause(changes, FLOW_MUTABLE, (_k, v) => v);
+    const set = setClause(changes, FLOW_MUTABLE, encodeFlow(this.#x.dialect));
     const guard = expectedVersion === undefined ? '' : ' AND version = ?';
     const [row] = await this.#x.all(
       `UPDATE traffic_flows SET ${set.sql ? `${set.sql}, ` : ''}version = version + 1, updated_at = ?
@@ -195,7 +211,7 @@ export class SqlFlows implements FlowStore {
 }
 
 const STREAM_COLUMNS =
-  'id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, hits, last_hit_at, target_status, target_checked_at, target_error, version, created_at, updated_at';
+  'id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, hits, uniques, last_hit_at, target_status, target_checked_at, target_error, version, created_at, updated_at';
 const toStream = (r: Row): StreamRecord => ({
   id: String(r.id),
   flow_id: String(r.flow_id),
@@ -208,6 +224,7 @@ const toStream = (r: Row): StreamRecord => ({
   target_url: String(r.target_url),
   redirect_code: toNum(r.redirect_code) as StreamRecord['redirect_code'],
   hits: toNum(r.hits),
+  uniques: toNum(r.uniques),
   last_hit_at: toIso(r.last_hit_at),
   target_status: (r.target_status ?? null) as StreamRecord['target_status'],
   target_checked_at: toIso(r.target_checked_at),

@@ -40,8 +40,15 @@ export interface FlowRecord {
   name: string;
   status: FlowStatus;
   rotation: Rotation;
+  /** Append the incoming query string to the target's (§14). */
+  forward_query: boolean;
+  /** Non-bot clicks a stream took (redirected). */
   clicks: number;
   no_match: number;
+  /** Bot clicks (§11): answered and logged, never in `clicks` or `no_match`. */
+  bots: number;
+  /** Redirected non-bot clicks that were unique (§11); never more than `clicks`. */
+  uniques: number;
   last_click_at: string | null;
   version: number;
   created_at: string;
@@ -61,6 +68,8 @@ export interface StreamRecord {
   target_url: string;
   redirect_code: RedirectCode;
   hits: number;
+  /** Hits that were unique clicks (§11); never more than `hits`. */
+  uniques: number;
   last_hit_at: string | null;
   /** Result of the last `targets.check`: reachable (`ok`), `unreachable`, or never checked (null). */
   target_status: 'ok' | 'unreachable' | null;
@@ -71,7 +80,10 @@ export interface StreamRecord {
   updated_at: string;
 }
 
-export type FlowInput = Pick<FlowRecord, 'slug' | 'name' | 'status' | 'rotation'>;
+export type FlowInput = Pick<FlowRecord, 'slug' | 'name' | 'status' | 'rotation'> & {
+  /** Absent: false. */
+  forward_query?: boolean;
+};
 export type StreamInput = Pick<
   StreamRecord,
   'flow_id' | 'name' | 'type' | 'position' | 'weight' | 'status' | 'filters' | 'target_url' | 'redirect_code'
@@ -175,8 +187,16 @@ export const MAX_IN_LIST = 1000;
  */
 export interface CounterBatch {
   id: string;
-  streams: { id: string; hits: number; last_hit_at: string }[];
-  flows: { id: string; clicks: number; no_match: number; last_click_at: string }[];
+  /** `uniques`, `bots`: absent is 0 (writers from before #14). */
+  streams: { id: string; hits: number; uniques?: number; last_hit_at: string }[];
+  flows: {
+    id: string;
+    clicks: number;
+    no_match: number;
+    bots?: number;
+    uniques?: number;
+    last_click_at: string;
+  }[];
 }
 
 export const CLICK_OUTCOMES = ['redirect', 'no_match', 'bot'] as const;

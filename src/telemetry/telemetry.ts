@@ -130,8 +130,15 @@ export class Telemetry {
       last_error: null,
     }));
     this.#sections.set('tasks', () => ({}));
-    this.#sections.set('streams', () => ({ total: 0, active: 0, hits: 0 }));
-    this.#sections.set('traffic_flows', () => ({ total: 0, active: 0, clicks: 0, no_match: 0 }));
+    this.#sections.set('streams', () => ({ total: 0, active: 0, hits: 0, uniques: 0 }));
+    this.#sections.set('traffic_flows', () => ({
+      total: 0,
+      active: 0,
+      clicks: 0,
+      no_match: 0,
+      bots: 0,
+      uniques: 0,
+    }));
     if (opts.processMetrics !== false) {
       // Two private registries (never prom-client's global one), one per exposition format.
       const text = new Registry();

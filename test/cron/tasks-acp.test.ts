@@ -6,6 +6,7 @@ import type { TaskItem } from '../../src/cron/index.ts';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { until } from '../helpers/until.ts';
+import { USER_AGENTS } from '../helpers/user-agents.ts';
 
 describe('cron tasks through the ACP, with real task kinds', () => {
   let up: Server;
@@ -188,7 +189,12 @@ describe('cron tasks through the ACP, with real task kinds', () => {
     assert.deepEqual(status[bad.id], ['unreachable', 'HTTP 503']);
 
     for (let i = 0; i < 3; i++)
-      await (await fetch(`${t.url}/go/checked`, { redirect: 'manual' })).arrayBuffer();
+      await (
+        await fetch(`${t.url}/go/checked`, {
+          redirect: 'manual',
+          headers: { 'user-agent': USER_AGENTS.chromeWindows },
+        })
+      ).arrayBuffer();
     // stats_flush also ticks every second on its own, so a manual run may meet 409 already_running.
     assert.ok([202, 409].includes((await runNow('stats_flush')).status));
     const clicks = async () => (await t.node.storage.flows.get(flow.id))?.clicks ?? 0;

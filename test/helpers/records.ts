@@ -1,3 +1,5 @@
+import type { ClickFacts } from '../../src/clicks/index.ts';
+import type { MacroValues } from '../../src/routing/index.ts';
 import type { FlowRecord, NewClick, StreamRecord } from '../../src/storage/index.ts';
 
 /** A complete flow record for tests and benchmarks that compile flows without storage. */
@@ -8,8 +10,11 @@ export function flowRecord(over: Partial<FlowRecord> = {}): FlowRecord {
     name: 'Promo',
     status: 'active',
     rotation: 'position',
+    forward_query: false,
     clicks: 0,
     no_match: 0,
+    bots: 0,
+    uniques: 0,
     last_click_at: null,
     version: 1,
     created_at: '2026-01-01T00:00:00.000Z',
@@ -33,6 +38,7 @@ export function streamRecord(over: Partial<StreamRecord> = {}): StreamRecord {
     target_url: 'https://example.com/',
     redirect_code: 302,
     hits: 0,
+    uniques: 0,
     last_hit_at: null,
     target_status: null,
     target_checked_at: null,
@@ -65,4 +71,38 @@ export function newClick(over: Partial<NewClick> = {}): NewClick {
     ip_prefix: '203.0.113.0/24',
     ...over,
   };
+}
+
+/** A described click (what `ClickDescriber.describe` returns), every optional fact absent. */
+export function clickFacts(over: Partial<ClickFacts> = {}): ClickFacts {
+  return {
+    click_id: 'c1',
+    device_type: 'other',
+    os: null,
+    browser: null,
+    language: null,
+    referrer_host: null,
+    sub1: null,
+    sub2: null,
+    sub3: null,
+    sub4: null,
+    sub5: null,
+    sub6: null,
+    sub7: null,
+    sub8: null,
+    sub9: null,
+    sub10: null,
+    ip_prefix: null,
+    is_unique: false,
+    is_bot: false,
+    ...over,
+  };
+}
+
+/** What a target's macros are filled from, for tests that build targets without a request. */
+export function macroValues(
+  over: Partial<Omit<MacroValues, 'click'>> & { click?: Partial<ClickFacts> } = {},
+): MacroValues {
+  const { click, ...rest } = over;
+  return { country: undefined, flow: 'f', request_id: 'r', query: {}, ...rest, click: clickFacts(click) };
 }

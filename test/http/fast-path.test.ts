@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
+import { CLICK_ID_RE, ClickDescriber, ClickLog } from '../../src/clicks/index.ts';
 import { loadConfig } from '../../src/config/index.ts';
 import { createServer } from '../../src/http/index.ts';
 import { RoutingService, registerGoRoute } from '../../src/routing/index.ts';
@@ -66,6 +67,7 @@ describe('the fast path answers exactly what the fastify route answers', () => {
       logs: new LogCapture(),
       telemetry: makeTelemetry(),
       fastifySaw: 0,
+      clickLog: undefined as unknown as ClickLog,
     },
     plain: {
       app: undefined as unknown as FastifyInstance,
@@ -73,6 +75,7 @@ describe('the fast path answers exactly what the fastify route answers', () => {
       logs: new LogCapture(),
       telemetry: makeTelemetry(),
       fastifySaw: 0,
+      clickLog: undefined as unknown as ClickLog,
     },
   };
 
@@ -80,8 +83,8 @@ describe('the fast path answers exactly what the fastify route answers', () => {
     const { config } = loadConfig({ configDir: 'config', mode: 'test', env: {} });
     storage = openSqlite(join(dir, 's.db'), systemClock);
     await storage.migrate();
-    const flow = (slug: string, status: 'active' | 'paused' = 'active') =>
-      storage.flows.create({ slug, name: slug, status, rotation: 'weight' });
+    const flow = (slug: string, status: 'active' | 'paused' = 'active', forward_query = false) =>
+      storage.flows.create({ slug, name: slug, status, rotation: 'weight', forward_query });
     const stream = (flow_id: string, i: number, over: Record<string, unknown>) =>
       storage.streams.create({
         flow_id,
@@ -91,7 +94,7 @@ describe('the fast path answers exactly what the fastify route answers', () => {
         weight: 100 * (i + 1),
         status: 'active',
         filters: {},
-        target_url: `https://example.com/${i}?c={country}&f={flow}&s={stream}&r={request_id}`,
+        target_url: `https://example.com/${i}?c={country}&f={flow}&s={stream}&r={request_id}&k={click_id}&s1={sub1}&p={param:utm}&d={device_type}&o={os}&b={browser}&l={language}`,
         redirect_code: 302,
         ...over,
       });
@@ -104,6 +107,8 @@ describe('the fast path answers exactly what the fastify route answers', () => {
     await stream(beta.id, 0, { type: 'default' });
     const gamma = await flow('gamma');
     await stream(gamma.id, 0, { type: 'forced', filters: { countries_include: ['JP'] } });
+    const delta = await flow('delta', 'active', true);
+    await stream(delta.id, 0, { type: 'default', target_url: 'https://example.com/d?aff={click_id}#top' });
 
     routing = new RoutingService({
       storage,
@@ -136,7 +141,21 @@ describe('the fast path answers exactly what the fastify route answers', () => {
         side.fastifySaw++;
         done();
       });
-      registerGoRoute(side.app, routing, systemClock, seeded(11));
+      side.clickLog = new ClickLog({
+        store: storage.clicks,
+        logger,
+        serverId: 'srv-1',
+        bufferMax: 10_000,
+        flushIntervalMs: 0,
+      });
+      const describer = new ClickDescriber({
+        clock: systemClock,
+        userAgentCacheMax: 100,
+        uniquenessTtlHours: 24,
+        uniquenessMaxEntries: 1000,
+        shareUniqueness: false,
+      });
+      registerGoRoute(side.app, routing, { describer, log: side.clickLog }, systemClock, seeded(11));
       await side.app.listen({ port: 0, host: '127.0.0.1' });
       side.port = (side.app.server.address() as { port: number }).port;
     }
@@ -239,6 +258,39 @@ describe('the fast path answers exactly what the fastify route answers', () => {
       'GET /go/gamma HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-24\r\ncf-ipcountry: JP\r\n\r\n',
       true,
     ],
+    [
+      'a person with sub-ids, a parameter, a user agent and a language',
+      'GET /go/alpha?sub1=a%20b&utm=x%2Fy&sub1=second HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-25\r\ncf-ipcountry: US\r\n' +
+        'User-Agent: Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36\r\n' +
+        'Accept-Language: de-CH,de;q=0.9\r\nReferer: https://News.example/a\r\n\r\n',
+      true,
+    ],
+    [
+      'the same person again (not unique)',
+      'GET /go/alpha?sub1=a%20b HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-26\r\ncf-ipcountry: US\r\n' +
+        'User-Agent: Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36\r\n\r\n',
+      true,
+    ],
+    [
+      'a link previewer (a bot, routed)',
+      'GET /go/alpha HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-27\r\nUser-Agent: facebookexternalhit/1.1\r\n\r\n',
+      true,
+    ],
+    [
+      'a bot no stream takes, cached (404)',
+      'GET /go/gamma HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-28\r\ncf-ipcountry: US\r\n\r\n',
+      false,
+    ],
+    [
+      'forward_query, cold',
+      'GET /go/delta?a=1&b=%C3%A9 HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-29\r\n\r\n',
+      false,
+    ],
+    [
+      'forward_query, cached, an empty query',
+      'GET /go/delta? HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-30\r\n\r\n',
+      true,
+    ],
   ];
 
   for (const [what, request, fast] of cases) {
@@ -248,19 +300,34 @@ describe('the fast path answers exactly what the fastify route answers', () => {
       const counted = () => ({
         hits: routing.counters.totalHits,
         noMatch: routing.counters.totalNoMatch,
+        bots: routing.counters.totalBots,
+        uniques: routing.counters.totalUniques,
         cacheHits: routing.cache.hits,
         cacheMisses: routing.cache.misses,
       });
       const answers: string[] = [];
       const ids: (string | undefined)[] = [];
       const deltas: ReturnType<typeof counted>[] = [];
+      const logged: unknown[] = [];
       for (const side of [sides.fast, sides.plain]) {
         const saw = side.fastifySaw;
         if (cold !== undefined) routing.cache.invalidate(cold);
         const before = counted();
         const answer = await raw(side.port, request);
         const now = counted();
+        // A click has an id of the one shape, on the answer and (when it was a click) in the log.
+        const clickId = /\r\nx-click-id: ([^\r]*)/.exec(answer)?.[1];
+        const record = clickId === undefined ? undefined : side.clickLog.find(clickId);
+        if (clickId !== undefined) {
+          assert.match(clickId, CLICK_ID_RE);
+          assert.equal(clickId.length, 22);
+          assert.ok(record, 'the click is in the log');
+        }
+        const { click_id: _c, created_at: _t, ...rest } = record ?? { click_id: '', created_at: '' };
+        logged.push(clickId === undefined ? undefined : rest);
         deltas.push({
+          bots: now.bots - before.bots,
+          uniques: now.uniques - before.uniques,
           hits: now.hits - before.hits,
           noMatch: now.noMatch - before.noMatch,
           cacheHits: now.cacheHits - before.cacheHits,
@@ -270,9 +337,15 @@ describe('the fast path answers exactly what the fastify route answers', () => {
         const id = /\r\nx-request-id: ([^\r]*)/.exec(answer)?.[1];
         ids.push(id);
         // Date is the only header that may differ; a generated id differs by design.
-        answers.push(answer.replace(/\r\ndate: [^\r]*/i, '').replaceAll(id ?? '\0', '<id>'));
+        answers.push(
+          answer
+            .replace(/\r\ndate: [^\r]*/i, '')
+            .replaceAll(id ?? '\0', '<id>')
+            .replaceAll(clickId ?? '\0', '<click>'),
+        );
       }
       assert.equal(answers[0], answers[1]);
+      assert.deepEqual(logged[0], logged[1], 'logged alike');
       assert.deepEqual(deltas[0], deltas[1], 'counted alike');
       assert.ok(deltas[0]!.hits <= 1 && deltas[0]!.noMatch <= 1 && deltas[0]!.cacheHits <= 1, 'once');
       if (!/X-Request-Id: r-/.test(request)) for (const id of ids) assert.match(id ?? '', UUID);

@@ -13,8 +13,8 @@ test('counts batch up; a failed batch is sent again as it was, same id, and new 
   for (let i = 0; i < 5; i++) c.hit('f1', 's1', 1000 + i);
   c.hit('f1', 's2', 2000);
   c.noMatch('f1', 3000);
-  assert.equal(c.pendingHits('s1'), 5);
-  assert.deepEqual(c.pendingFlow('f1'), { clicks: 6, no_match: 1 });
+  assert.equal(c.pendingStream('s1').hits, 5);
+  assert.deepEqual(c.pendingFlow('f1'), { clicks: 6, no_match: 1, bots: 0, uniques: 0 });
 
   const sent: CounterBatch[] = [];
   await assert.rejects(
@@ -25,8 +25,8 @@ test('counts batch up; a failed batch is sent again as it was, same id, and new 
     }),
     /db down/,
   );
-  assert.equal(c.pendingHits('s1'), 6, 'the failed batch and what came meanwhile are both pending');
-  assert.deepEqual(c.pendingFlow('f1'), { clicks: 7, no_match: 1 });
+  assert.equal(c.pendingStream('s1').hits, 6, 'the failed batch and what came meanwhile are both pending');
+  assert.deepEqual(c.pendingFlow('f1'), { clicks: 7, no_match: 1, bots: 0, uniques: 0 });
   assert.equal(c.unackedBatchId, sent[0]!.id);
 
   // The next flush fails again on the retried batch: the newer counts are not even cut yet.

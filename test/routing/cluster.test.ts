@@ -6,6 +6,10 @@ import { startTestNode } from '../helpers/node.ts';
 import { dropSchema, PG_URL, pgAvailable, routingListeners, testSchema } from '../helpers/postgres.ts';
 import { TcpProxy } from '../helpers/tcp-proxy.ts';
 import { until } from '../helpers/until.ts';
+import { USER_AGENTS } from '../helpers/user-agents.ts';
+
+/** A browser's user agent: a click without one is a bot (§11), never a hit. */
+const PERSON = { 'user-agent': USER_AGENTS.chromeWindows };
 
 const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
 
@@ -33,7 +37,7 @@ describe('two nodes on one PostgreSQL', { skip }, () => {
       // it took for the change to arrive.
       let looks = 0;
       const where = async (url: string) => {
-        const res = await fetch(`${url}/go/shared`, { redirect: 'manual' });
+        const res = await fetch(`${url}/go/shared`, { redirect: 'manual', headers: PERSON });
         await res.arrayBuffer();
         assert.equal(res.status, 302);
         looks++;
@@ -60,10 +64,10 @@ describe('two nodes on one PostgreSQL', { skip }, () => {
       const N = 50;
       await Promise.all([
         ...Array.from({ length: N }, () =>
-          fetch(`${a.url}/go/shared`, { redirect: 'manual' }).then((r) => r.arrayBuffer()),
+          fetch(`${a.url}/go/shared`, { redirect: 'manual', headers: PERSON }).then((r) => r.arrayBuffer()),
         ),
         ...Array.from({ length: N }, () =>
-          fetch(`${b.url}/go/shared`, { redirect: 'manual' }).then((r) => r.arrayBuffer()),
+          fetch(`${b.url}/go/shared`, { redirect: 'manual', headers: PERSON }).then((r) => r.arrayBuffer()),
         ),
       ]);
       await Promise.all([a.node.routing.flush(), b.node.routing.flush()]);
@@ -103,7 +107,7 @@ describe('PostgreSQL down and back', { skip }, () => {
         })
       ).arrayBuffer();
       const click = async () => {
-        const res = await fetch(`${t.url}/go/resilient`, { redirect: 'manual' });
+        const res = await fetch(`${t.url}/go/resilient`, { redirect: 'manual', headers: PERSON });
         await res.arrayBuffer();
         return res.status;
       };
@@ -118,7 +122,7 @@ describe('PostgreSQL down and back', { skip }, () => {
         25,
       );
       for (let i = 0; i < 5; i++) {
-        const r = await fetch(`${t.url}/go/resilient`, { redirect: 'manual' });
+        const r = await fetch(`${t.url}/go/resilient`, { redirect: 'manual', headers: PERSON });
         const text = await r.text();
         assert.equal(
           r.status,
@@ -132,7 +136,7 @@ describe('PostgreSQL down and back', { skip }, () => {
       assert.equal(body.error.code, 'db.unavailable');
       assert.equal(t.logs.apiErrors(acp.headers.get('x-request-id')!).length, 1);
       assert.equal((await fetch(`${t.url}/readyz`)).status, 503);
-      const cold = await fetch(`${t.url}/go/never-cached`, { redirect: 'manual' });
+      const cold = await fetch(`${t.url}/go/never-cached`, { redirect: 'manual', headers: PERSON });
       assert.equal(cold.status, 503);
       await cold.arrayBuffer();
       await t.node.routing.flush(); // fails, keeps the counts
@@ -201,7 +205,7 @@ describe('two node processes on one PostgreSQL', { skip }, () => {
       await Promise.all(
         urls.flatMap((u) =>
           Array.from({ length: 150 }, async () => {
-            const res = await fetch(`${u}/go/two-procs`, { redirect: 'manual' });
+            const res = await fetch(`${u}/go/two-procs`, { redirect: 'manual', headers: PERSON });
             await res.arrayBuffer();
             if (res.status === 302) redirects++;
           }),

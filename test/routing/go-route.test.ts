@@ -3,7 +3,11 @@ import { after, before, describe, test } from 'node:test';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { seeded } from '../helpers/random.ts';
+import { USER_AGENTS } from '../helpers/user-agents.ts';
 import { BACKENDS } from '../storage/backends.ts';
+
+/** A browser's user agent: a click without one is a bot (§11), never a hit. */
+const PERSON = { 'user-agent': USER_AGENTS.chromeWindows };
 
 for (const backend of BACKENDS) {
   describe(`flows, streams and /go/:slug on ${backend.name}`, async () => {
@@ -30,7 +34,10 @@ for (const backend of BACKENDS) {
       return json;
     };
     const go = async (slug: string, headers: Record<string, string> = {}) => {
-      const res = await fetch(`${t.url}/go/${slug}`, { redirect: 'manual', headers });
+      const res = await fetch(`${t.url}/go/${slug}`, {
+        redirect: 'manual',
+        headers: { ...PERSON, ...headers },
+      });
       await res.arrayBuffer();
       return res;
     };
@@ -95,7 +102,7 @@ for (const backend of BACKENDS) {
         target_url: 'https://jp.test/',
       });
       for (const slug of ['nope', 'picky', 'UPPER', 'a'.repeat(70)]) {
-        const res = await fetch(`${t.url}/go/${slug}`, { redirect: 'manual' });
+        const res = await fetch(`${t.url}/go/${slug}`, { redirect: 'manual', headers: PERSON });
         const body = (await res.json()) as { error: { code: string } };
         assert.equal(res.status, 404, slug);
         assert.equal(body.error.code, 'resource.not_found');
@@ -421,7 +428,10 @@ for (const backend of BACKENDS) {
         ['raw-only', {}],
         ['raw-host-macro', { 'x-request-id': '.evil.example' }],
       ] as const) {
-        const res = await fetch(`${t.url}/go/${slug}`, { redirect: 'manual', headers });
+        const res = await fetch(`${t.url}/go/${slug}`, {
+          redirect: 'manual',
+          headers: { ...PERSON, ...headers },
+        });
         const body = (await res.json()) as { error: { code: string; request_id: string } };
         assert.equal(res.status, 404, slug);
         assert.equal(res.statusText, 'Not Found');
@@ -534,7 +544,7 @@ describe('graceful stop persists every counted click', () => {
     const N = 120;
     await Promise.all(
       Array.from({ length: N }, () =>
-        fetch(`${t.url}/go/last`, { redirect: 'manual' }).then((r) => r.arrayBuffer()),
+        fetch(`${t.url}/go/last`, { redirect: 'manual', headers: PERSON }).then((r) => r.arrayBuffer()),
       ),
     );
     await t.node.stop();

@@ -133,7 +133,9 @@ function toBody(fields, values, initial, id) {
               .map((c) => c.toUpperCase())
           : f.name === 'redirect_code'
             ? Number(raw)
-            : raw;
+            : f.bool
+              ? raw === 'true'
+              : raw;
     if (
       id === undefined ||
       JSON.stringify(v) !== JSON.stringify(f.toForm ? f.toForm(initial) : initial[f.name])
@@ -198,6 +200,13 @@ const FLOW_FIELDS = [
   { name: 'name', label: 'Name', type: 'text' },
   { name: 'status', label: 'Status', type: 'select', options: ['active', 'paused'] },
   { name: 'rotation', label: 'Rotation', type: 'select', options: ['position', 'weight'] },
+  {
+    name: 'forward_query',
+    label: 'Forward the incoming query string to the target',
+    type: 'select',
+    options: ['false', 'true'],
+    bool: true,
+  },
 ];
 const STREAM_FIELDS = [
   { name: 'name', label: 'Name', type: 'text' },
@@ -217,7 +226,11 @@ const STREAM_FIELDS = [
     type: 'countries',
     toForm: (s) => s.filters?.countries_exclude ?? [],
   },
-  { name: 'target_url', label: 'Target URL (macros {country} {flow} {stream} {request_id})', type: 'text' },
+  {
+    name: 'target_url',
+    label: 'Target URL (macros such as {click_id} {sub1} {country} {param:NAME}: docs/routing.md)',
+    type: 'text',
+  },
   { name: 'redirect_code', label: 'Redirect code', type: 'select', options: ['302', '301', '303', '307'] },
 ];
 
@@ -226,15 +239,6 @@ const earnings = [
   { key: 'conversions', label: 'Conv.', num: true, render: (r) => fmt.n(r.conversions) },
   { key: 'revenue', label: 'Revenue', num: true, render: (r) => fmt.revenue(r.revenue) },
 ];
-
-/** Uniques and bots per flow, shown once the node reports them (their counters come with #14). */
-const optionalCounts = (items) =>
-  [
-    ['uniques', 'Uniques'],
-    ['bots', 'Bots'],
-  ]
-    .filter(([key]) => items?.some((f) => typeof f[key] === 'number'))
-    .map(([key, label]) => ({ key, label, num: true, render: (f) => fmt.n(f[key]) }));
 
 const formValues = (fields, record) =>
   Object.fromEntries(
@@ -271,6 +275,7 @@ function Streams({ flow, admin }) {
         ${s.target_status === 'unreachable' ? html` <span class="badge bad" title=${s.target_error ?? ''}>unreachable</span>` : ''}`,
     },
     { key: 'hits', label: 'Hits', num: true, sort: (s) => s.hits, render: (s) => fmt.n(s.hits) },
+    { key: 'uniques', label: 'Uniques', num: true, render: (s) => fmt.n(s.uniques ?? 0) },
     ...earnings,
     ...(admin
       ? [
@@ -336,13 +341,14 @@ export function FlowsPage({ me }) {
     { key: 'status', label: 'Status' },
     { key: 'rotation', label: 'Rotation' },
     { key: 'clicks', label: 'Clicks', num: true, sort: (f) => f.clicks, render: (f) => fmt.n(f.clicks) },
+    { key: 'uniques', label: 'Uniques', num: true, render: (f) => fmt.n(f.uniques ?? 0) },
     {
       key: 'no_match',
       label: 'No match',
       num: true,
       render: (f) => fmt.n(f.no_match),
     },
-    ...optionalCounts(paged.page?.items),
+    { key: 'bots', label: 'Bots', num: true, render: (f) => fmt.n(f.bots ?? 0) },
     ...earnings,
     {
       key: 'go',
@@ -373,7 +379,10 @@ export function FlowsPage({ me }) {
             key=${editing === 'new' ? 'new' : editing.id}
             title=${editing === 'new' ? 'New flow' : `Edit flow ${editing.slug}`}
             fields=${FLOW_FIELDS}
-            initial=${formValues(FLOW_FIELDS, editing === 'new' ? { status: 'active', rotation: 'position' } : editing)}
+            initial=${formValues(
+              FLOW_FIELDS,
+              editing === 'new' ? { status: 'active', rotation: 'position', forward_query: false } : editing,
+            )}
             onSave=${save}
             onCancel=${() => setEditing(null)}
           />`
