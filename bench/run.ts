@@ -21,6 +21,7 @@ const BENCHES: [string, string[], string[]][] = [
   // As `npm start` runs a node: with the young generation capped at 16 MB (see docs/PERFORMANCE.md).
   ['routing/memory.ts', ['--expose-gc', '--max-semi-space-size=16'], []],
   ['clicks/classify.bench.ts', ['--expose-gc'], []],
+  ['clicks/uniqueness-exchange.bench.ts', [], []],
   ['http-client/overhead.bench.ts', [], []],
   ['cron/scheduler-overhead.bench.ts', [], []],
   ['cron/background-stall.bench.ts', [], ['--streams', '10000']],

@@ -16,7 +16,7 @@ import {
 } from './acp/index.ts';
 import { AuditTrail } from './audit/index.ts';
 import { Authenticator, AuthLimiter, bootstrapAdmin, OperatorDirectory } from './auth/index.ts';
-import { ClickDescriber, ClickLog } from './clicks/index.ts';
+import { ClickDescriber, ClickLog, UniquenessExchange } from './clicks/index.ts';
 import { type LeaderElection, LocalElection, NodeHeartbeat, PostgresElection } from './cluster/index.ts';
 import {
   type Config,
@@ -28,11 +28,12 @@ import {
 } from './config/index.ts';
 import { registerConsole } from './console/index.ts';
 import { registerPostbackRoute } from './conversions/index.ts';
-import { DEFAULT_SCOPE, Schedule, Scheduler, taskRunner } from './cron/index.ts';
+import { Schedule, Scheduler } from './cron/index.ts';
 import { createServer, drainServer, registerHealth, registerMetricsRoute } from './http/index.ts';
 import { HttpClient } from './http-client/index.ts';
 import { RoutingService, registerGoRoute } from './routing/index.ts';
 import { openStorage, type Storage } from './storage/index.ts';
+import { DEFAULT_SCOPE, taskRunner } from './tasks/index.ts';
 import { createLogger, type Logger, Telemetry } from './telemetry/index.ts';
 import { type Clock, systemClock } from './time/index.ts';
 
@@ -60,6 +61,8 @@ export interface SluiceNode {
   /** Describes each /go click (ids, user agents, uniqueness); the uniqueness exchange reads it. */
   clickDescriber: ClickDescriber;
   clickLog: ClickLog;
+  /** Uniqueness shared through PostgreSQL; undefined on SQLite (a single node has no one to tell). */
+  uniquenessExchange: UniquenessExchange | undefined;
   httpClient: HttpClient;
   scheduler: Scheduler;
   logger: Logger;
@@ -96,7 +99,7 @@ function listenError(err: NodeJS.ErrnoException, host: string, port: number): Er
 
 /**
  * The composition root — the only place that knows every part:
- * config → logger → storage → cluster → telemetry → http client → routing → cron → http (+ ACP) → listen.
+ * config → logger → storage → cluster → telemetry → http client → routing → cron (+ tasks) → http (+ ACP) → listen.
  */
 export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
   const loaded = loadConfig(opts);
@@ -216,7 +219,13 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
         scope: task.execution_scope ?? DEFAULT_SCOPE[task.kind]!,
         enabled: task.enabled,
         timeoutMs: task.timeout_ms,
-        run: taskRunner(name, task, { routing, storage, httpClient, clock }),
+        run: taskRunner(name, task, {
+          routing,
+          storage,
+          httpClient,
+          clock,
+          clickRetentionDays: config.clicks.retention_days,
+        }),
       });
     }
     telemetry.setSection('db', () => storage.stats());
@@ -235,22 +244,41 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       bufferMax: config.clicks.buffer_max,
       flushIntervalMs: config.clicks.flush_interval_ms,
       clock,
+      telemetry,
     });
     clickLog.start();
-    const clickDescriber = new ClickDescriber({
-      clock,
-      userAgentCacheMax: config.routing.user_agent_cache_max,
-      uniquenessTtlHours: config.routing.uniqueness_ttl_hours,
-      uniquenessMaxEntries: config.routing.uniqueness_max_entries,
-      // Nothing takes first sightings to other nodes yet (the uniqueness exchange task does, once
-      // it lands): kept off, each node judges uniqueness alone.
-      shareUniqueness: false,
-    });
     // After the server drained: every click answered is in the buffer by then. A database that
     // refuses gets a short retry, not the whole grace period (the stop has its deadline).
     lifecycle.defer(async () => {
       await clickLog.stop(Math.min(CLICK_LOG_STOP_MS, config.app.server.shutdown_timeout_ms));
     });
+
+    // Nodes that share PostgreSQL share first sightings, so they agree on uniques (§11).
+    const sharedStorage = config.storage.driver === 'postgres';
+    const clickDescriber = new ClickDescriber({
+      clock,
+      userAgentCacheMax: config.routing.user_agent_cache_max,
+      uniquenessTtlHours: config.routing.uniqueness_ttl_hours,
+      uniquenessMaxEntries: config.routing.uniqueness_max_entries,
+      shareUniqueness: sharedStorage,
+    });
+    const uniquenessExchange = sharedStorage
+      ? new UniquenessExchange({
+          window: clickDescriber.uniqueness,
+          store: storage.sightings,
+          serverId,
+          clock,
+          logger,
+          flushIntervalMs: config.clicks.flush_interval_ms,
+          ttlHours: config.routing.uniqueness_ttl_hours,
+          maxEntries: config.routing.uniqueness_max_entries,
+        })
+      : undefined;
+    if (uniquenessExchange !== undefined) {
+      // Before the first click: the windows other nodes (or this node's last run) opened are loaded.
+      await uniquenessExchange.start();
+      lifecycle.defer(() => uniquenessExchange.stop());
+    }
 
     const app = createServer({ config, logger, telemetry, serverId });
     const graceMs = config.app.server.shutdown_timeout_ms;
@@ -360,6 +388,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       routing,
       clickDescriber,
       clickLog,
+      uniquenessExchange,
       httpClient,
       scheduler,
       logger,

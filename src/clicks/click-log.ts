@@ -7,7 +7,7 @@ import {
   type NewClick,
   newBatchId,
 } from '../storage/index.ts';
-import type { Logger } from '../telemetry/index.ts';
+import type { Logger, Telemetry } from '../telemetry/index.ts';
 import { type Clock, systemClock } from '../time/index.ts';
 
 /** Rows a batch holds at most: a flush of a larger buffer cuts several (bounded statements, short transactions). */
@@ -32,6 +32,11 @@ export interface ClickLogOptions {
   flushIntervalMs: number;
   batchMaxRows?: number;
   clock?: Clock;
+  /**
+   * Where the log shows its figures: the `clicks` section of system metrics and the `P_clicks_*`
+   * families of the exposition, both read from {@link ClickLog.stats} so they never disagree.
+   */
+  telemetry?: Telemetry;
 }
 
 /** The click log's figures for system metrics (cumulative since start, except the gauges). */
@@ -93,6 +98,28 @@ export class ClickLog {
     this.#batchMax = opts.batchMaxRows ?? CLICK_BATCH_MAX_ROWS;
     this.#intervalMs = opts.flushIntervalMs;
     this.#clock = opts.clock ?? systemClock;
+    if (opts.telemetry !== undefined) this.#report(opts.telemetry);
+  }
+
+  #report(telemetry: Telemetry): void {
+    telemetry.setSection('clicks', () => this.stats());
+    telemetry.addFamilies((w) => {
+      const s = this.stats();
+      w.counter('clicks_persisted', 'Clicks whose batch the database acknowledged.', [['', s.persisted]]);
+      w.counter(
+        'clicks_dropped',
+        'Clicks lost: buffer full, a batch given up, or a stop with the database down.',
+        [['', s.dropped]],
+      );
+      w.counter('clicks_failed_flushes', 'Click log flush attempts that failed (each is retried).', [
+        ['', s.failed_flushes],
+      ]);
+      w.gauge('clicks_buffered', 'Clicks in the buffer, not yet cut into a batch.', [['', s.buffered]]);
+      w.gauge('clicks_unacked', 'Clicks in batches sent or waiting, not yet acknowledged.', [
+        ['', s.unacked],
+      ]);
+      w.gauge('clicks_buffer_max', 'clicks.buffer_max: clicks held in memory at most.', [['', s.buffer_max]]);
+    });
   }
 
   /** Takes a click for the log; false when the buffer is full and the click was dropped (counted). */

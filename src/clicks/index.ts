@@ -23,6 +23,12 @@ export {
 } from './request-facts.ts';
 export { type SeenVisitor, type UniquenessOptions, UniquenessWindow } from './uniqueness.ts';
 export {
+  SIGHTINGS_PRUNE_EVERY_MS,
+  UniquenessExchange,
+  type UniquenessExchangeOptions,
+  type UniquenessExchangeStats,
+} from './uniqueness-exchange.ts';
+export {
   parseUserAgent,
   USER_AGENT_MAX_CHARS,
   UserAgentClassifier,

@@ -43,7 +43,13 @@ export const NODE_ID_PATTERN = '^[A-Za-z0-9._:-]{1,128}$';
 export const ROLES = ['viewer', 'operator', 'admin'] as const;
 /** An operator's name, configured (`acp.operators`) or stored (the CLI, the ACP): one alphabet. */
 export const OPERATOR_NAME_PATTERN = '^[A-Za-z0-9._@-]{1,64}$';
-export const TASK_KINDS = ['stats.flush', 'cache.reload', 'targets.check', 'http.probe'] as const;
+export const TASK_KINDS = [
+  'stats.flush',
+  'cache.reload',
+  'targets.check',
+  'http.probe',
+  'clicks.retention',
+] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
 const strict = { additionalProperties: false, default: {} } as const;
@@ -266,6 +272,9 @@ export const DEFAULT_TASKS = {
   stats_flush: { kind: 'stats.flush', schedule: '* * * * * *', timeout_ms: 30_000 },
   cache_reload: { kind: 'cache.reload', schedule: '*/30 * * * * *', timeout_ms: 30_000 },
   targets_check: { kind: 'targets.check', schedule: '0 */5 * * * *', timeout_ms: 120_000 },
+  // Hourly, at a minute few other tasks pick; a run deletes in 2,000-row chunks and stops at its
+  // timeout, the next run carrying on (a first run after months of clicks may need several).
+  clicks_retention: { kind: 'clicks.retention', schedule: '0 17 * * * *', timeout_ms: 600_000 },
 } as const satisfies Record<string, Partial<Static<typeof CronTaskSchema>>>;
 export type Role = (typeof ROLES)[number];
 export type CronTaskConfig = Static<typeof CronTaskSchema>;

@@ -1,4 +1,3 @@
-export { DEFAULT_SCOPE, type KindDeps, taskRunner } from './kinds.ts';
 export { TaskRuntime } from './runtime.ts';
 export { Schedule } from './schedule.ts';
 export {

@@ -317,7 +317,10 @@ export function routeErrors(s: NodeSnapshot, o: ProcedureOptions): ProcedureResu
   );
 }
 
-/** 6. ACP health: metrics arrive, controllers present, `host.uptime_seconds` readable. */
+/**
+ * 6. ACP health: metrics arrive, controllers present, `host.uptime_seconds` readable, the database
+ * up, and the click log dropping nothing.
+ */
 export function acpHealth(s: NodeSnapshot): ProcedureResult {
   const m = s.metrics;
   const items: ProcedureItem[] = [];
@@ -349,10 +352,43 @@ export function acpHealth(s: NodeSnapshot): ProcedureResult {
         finding: db.status !== 'up',
       });
     }
+    const clicks = clickLogItem(obj(m.clicks));
+    if (clicks !== undefined) items.push(clicks);
   }
   for (const p of s.problems) items.push({ subject: 'acp', message: p, finding: true });
   const uptime = obj(m?.host)?.uptime_seconds;
   return result('acp_health', items, `metrics arrive; up ${typeof uptime === 'number' ? uptime : '?'} s`);
+}
+
+/** Procedure 6 warns when the click log's buffer is this full: the database is refusing batches. */
+export const CLICK_BUFFER_WARN = 0.8;
+
+/**
+ * The click log in procedure 6 (§11: dropped clicks are counted and shown, never silent): a
+ * finding once any click was dropped since the node started, or when the buffer is close to
+ * dropping (the database has refused batches for a while). An older node without the section: no item.
+ */
+function clickLogItem(c: Record<string, unknown> | undefined): ProcedureItem | undefined {
+  if (c === undefined || typeof c.dropped !== 'number') return undefined;
+  const num = (v: unknown) => (typeof v === 'number' ? v : 0);
+  const dropped = c.dropped;
+  const held = num(c.buffered) + num(c.unacked);
+  const max = num(c.buffer_max);
+  const full = max > 0 ? held / max : 0;
+  const lastError = typeof c.last_error === 'string' ? c.last_error : null;
+  const parts: string[] = [];
+  if (dropped > 0) parts.push(`${plural(dropped, 'click')} dropped since start, never to be stored`);
+  if (full >= CLICK_BUFFER_WARN)
+    parts.push(`buffer ${percent(full)} full (${held} of ${max}): the database is refusing batches`);
+  const finding = parts.length > 0;
+  return {
+    subject: 'click log',
+    message: finding
+      ? `${parts.join('; ')}${lastError ? `; last error: ${lastError}` : ''}`
+      : `${num(c.persisted)} persisted, ${held} held of ${max}, none dropped`,
+    finding,
+    data: { ...c },
+  };
 }
 
 /** 7. Version audit of one node: `commit` of the list responses and `version` of system metrics. */

@@ -20,4 +20,5 @@ export {
   PARAM_MACRO,
   SLUG_PATTERN,
   targetUrlField,
+  targetWithoutClick,
 } from './validation.ts';

@@ -69,6 +69,20 @@ export function rejectIf(problems: FieldProblem[]): void {
 
 /** A macro token as written in a target: `{name}`. */
 const MACRO_TOKEN = /\{([^{}]*)\}/g;
+
+/**
+ * A target as a check outside any click sees it (`targets.check`): the macros a click would fill
+ * — `{click_id}`, sub-ids, device, `{param:NAME}` and the rest — are empty, and only the flow, the
+ * stream and a request id have values; each percent-encoded as on the hot path.
+ */
+export function targetWithoutClick(
+  target: string,
+  v: { flow: string; stream: string; request_id: string },
+): string {
+  return target.replace(MACRO_TOKEN, (_token, name: string) =>
+    name === 'flow' || name === 'stream' || name === 'request_id' ? encodeURIComponent(v[name]) : '',
+  );
+}
 /** Scheme and authority (user info, host, port) of a URL as the WHATWG parser splits a special one. */
 const SCHEME_AND_AUTHORITY = /^[^:/?#\\]*:[/\\]*[^/?#\\]*/;
 const MACRO_PLACES = 'macros may stand only in the path, query and fragment';

@@ -498,4 +498,33 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE streams ADD COLUMN uniques BIGINT NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 10,
+    name: 'uniqueness sightings shared between nodes',
+    // First sightings of (flow, visitor) pairs, so nodes sharing PostgreSQL agree on uniques
+    // (src/clicks/uniqueness-exchange.ts). Readers follow `seq`: writers take a table lock that
+    // only writers of this table conflict with, so rows commit in `seq` order (the identity keeps
+    // its default CACHE 1) and a reader that has seen a seq has seen every smaller one. SQLite has
+    // one writer at a time anyway.
+    sqlite: `
+      CREATE TABLE click_sightings (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        flow_id TEXT NOT NULL,
+        visitor_key INTEGER NOT NULL,
+        first_seen_at TEXT NOT NULL,
+        server_id TEXT NOT NULL
+      );
+      CREATE INDEX click_sightings_seen ON click_sightings (first_seen_at);
+    `,
+    postgres: `
+      CREATE TABLE click_sightings (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        flow_id TEXT COLLATE "C" NOT NULL,
+        visitor_key BIGINT NOT NULL,
+        first_seen_at TIMESTAMPTZ NOT NULL,
+        server_id TEXT NOT NULL
+      );
+      CREATE INDEX click_sightings_seen ON click_sightings (first_seen_at);
+    `,
+  },
 ];

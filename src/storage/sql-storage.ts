@@ -8,6 +8,7 @@ import { addCounters } from './counters.ts';
 import { MIGRATIONS } from './migrations.ts';
 import type { QueryStats } from './query-stats.ts';
 import { SqlFlows, SqlOperators, SqlStreams } from './repositories.ts';
+import { SqlSightings } from './sightings.ts';
 import { type SqlExecutor, toNum } from './sql.ts';
 import type {
   Aggregates,
@@ -19,6 +20,7 @@ import type {
   FlowStore,
   InvalidationListener,
   OperatorStore,
+  SightingStore,
   Storage,
   StorageDriver,
   StreamStore,
@@ -48,6 +50,7 @@ export class SqlStorage implements Storage {
   readonly clicks: ClickStore;
   readonly conversions: ConversionStore;
   readonly audit: AuditStore;
+  readonly sightings: SightingStore;
   readonly #b: Backend;
   readonly #clock: Clock;
   readonly #guard: BatchGuard;
@@ -64,6 +67,7 @@ export class SqlStorage implements Storage {
     this.clicks = new SqlClicks(backend.exec, this.#guard);
     this.conversions = new SqlConversions(backend.exec, clock);
     this.audit = new SqlAudit(backend.exec, clock);
+    this.sightings = new SqlSightings(backend.exec);
   }
 
   async migrate(): Promise<void> {

@@ -334,6 +334,42 @@ export interface ClickStore {
   deleteOlderThan(before: string, opts?: ChunkedDelete): Promise<number>;
 }
 
+/** A (flow, visitor) pair first seen by a node: the start of its uniqueness window (§11). */
+export interface Sighting {
+  flow_id: string;
+  /** The visitor key: a 52-bit integer (src/clicks/visitor-key.ts). */
+  visitor_key: number;
+  /** Epoch milliseconds of the click that opened the window. */
+  first_seen_at: number;
+}
+
+/** Sightings read, and where the next read starts (opaque). */
+export interface SightingPage {
+  rows: Sighting[];
+  cursor: string;
+  /** A page was full: read again from `cursor` for the rest. */
+  more: boolean;
+}
+
+/**
+ * First sightings nodes sharing a database tell each other, so they agree on uniques (§11). Each
+ * node adds its own and reads everybody else's after its cursor; each row is read once by each
+ * reader, in commit order, however concurrent inserts interleave.
+ */
+export interface SightingStore {
+  /** Adds this node's sightings in one statement; returns how many. */
+  add(serverId: string, rows: readonly Sighting[]): Promise<number>;
+  /**
+   * Every node's sightings at or after `since` (epoch ms), the newest `limit` of them, oldest
+   * first (a starting node's open windows), and a cursor for {@link after} to follow on from.
+   */
+  open(since: number, limit: number): Promise<SightingPage>;
+  /** Other nodes' sightings committed after `cursor`, at most `limit`, in commit order. */
+  after(cursor: string, serverId: string, limit: number): Promise<SightingPage>;
+  /** Deletes sightings first seen before `before` (epoch ms), in chunks; returns how many went. */
+  prune(before: number, opts?: ChunkedDelete): Promise<number>;
+}
+
 /** A postback's values (§12). */
 export interface ConversionInput {
   click_id: string;
@@ -497,6 +533,8 @@ export interface Storage {
   readonly conversions: ConversionStore;
   /** Who changed what over the ACP (§17). */
   readonly audit: AuditStore;
+  /** First sightings of visitors that nodes share for uniqueness (§11). */
+  readonly sightings: SightingStore;
   /** Applies pending versioned migrations; idempotent and safe when nodes start together. */
   migrate(): Promise<void>;
   /** Resolves when the database answers a trivial query. */

@@ -61,11 +61,13 @@ export interface SystemMetrics {
   tasks: unknown;
   streams: unknown;
   traffic_flows: unknown;
+  /** The click log of this node (an extension of §5; CONTRACT §11 "never silent"). */
+  clicks: unknown;
   version?: string;
 }
 
 /** Sections that later capabilities (storage, routing, cron) fill by registering a provider. */
-export type SectionName = 'cache' | 'db' | 'tasks' | 'streams' | 'traffic_flows';
+export type SectionName = 'cache' | 'db' | 'tasks' | 'streams' | 'traffic_flows' | 'clicks';
 
 /** Writes one or more metric families into an exposition. */
 export type FamilyWriter = (w: ExpositionWriter) => void;
@@ -139,6 +141,15 @@ export class Telemetry {
       bots: 0,
       uniques: 0,
     }));
+    this.#sections.set('clicks', () => ({
+      buffered: 0,
+      unacked: 0,
+      buffer_max: 0,
+      persisted: 0,
+      dropped: 0,
+      failed_flushes: 0,
+      last_error: null,
+    }));
     if (opts.processMetrics !== false) {
       // Two private registries (never prom-client's global one), one per exposition format.
       const text = new Registry();
@@ -207,6 +218,7 @@ export class Telemetry {
       tasks: section('tasks'),
       streams: section('streams'),
       traffic_flows: section('traffic_flows'),
+      clicks: section('clicks'),
     };
     if (this.version !== undefined) out.version = this.version;
     return out;

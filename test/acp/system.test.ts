@@ -5,7 +5,17 @@ import type { SystemMetrics } from '../../src/telemetry/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { until } from '../helpers/until.ts';
 
-const SECTIONS = ['host', 'cache', 'db', 'http', 'controllers', 'tasks', 'streams', 'traffic_flows'];
+const SECTIONS = [
+  'host',
+  'cache',
+  'db',
+  'http',
+  'controllers',
+  'tasks',
+  'streams',
+  'traffic_flows',
+  'clicks',
+];
 
 describe('POST /acp/system/metrics', () => {
   let t: TestNode;

@@ -35,7 +35,12 @@ describe('configuration loader', () => {
       config.observability.metrics.http_buckets_ms,
       [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000],
     );
-    assert.deepEqual(Object.keys(config.cron.tasks).sort(), ['cache_reload', 'stats_flush', 'targets_check']);
+    assert.deepEqual(Object.keys(config.cron.tasks).sort(), [
+      'cache_reload',
+      'clicks_retention',
+      'stats_flush',
+      'targets_check',
+    ]);
     assert.equal(config.cron.tasks.stats_flush?.enabled, true);
   });
 

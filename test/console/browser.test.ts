@@ -84,6 +84,12 @@ describe('web console in a browser', { skip }, () => {
     // Overview: the node id of this very node, and the charts.
     assert.equal(await page.textContent('[data-testid=overview-node-id]'), t.node.serverId);
     assert.equal(await page.textContent('[data-testid=node-id]'), t.node.serverId);
+    // The click log in the Traffic card: clicks held in memory / dropped (none yet on this node).
+    const log = t.node.clickLog.stats();
+    assert.equal(
+      await page.textContent('[data-testid=overview-click-log]'),
+      `${log.buffered + log.unacked} / ${log.dropped}`,
+    );
     // The charts are drawn by an effect after the render that shows the node id: wait for them.
     await page.locator('.chart .uplot').nth(2).waitFor();
     assert.equal(await page.locator('.chart .uplot').count(), 3);

@@ -301,6 +301,43 @@ describe('operator procedures', () => {
     assert.deepEqual(findings(failed), ['acp']);
   });
 
+  test('6: the click log — dropped clicks are a finding (never silent), so is a buffer about to drop; quiet otherwise', () => {
+    const withClicks = (clicks: Record<string, unknown>) => {
+      const s = snapshot();
+      s.metrics = { ...s.metrics, clicks };
+      return proc(s, 'acp_health');
+    };
+    const base = {
+      buffered: 10,
+      unacked: 0,
+      buffer_max: 1000,
+      persisted: 500,
+      dropped: 0,
+      failed_flushes: 0,
+      last_error: null,
+    };
+    const quiet = withClicks(base);
+    assert.equal(quiet.status, 'ok');
+    const item = quiet.items.find((i) => i.subject === 'click log')!;
+    assert.equal(item.finding, false);
+    assert.match(item.message, /500 persisted, 10 held of 1000, none dropped/);
+
+    const dropped = withClicks({ ...base, dropped: 3, failed_flushes: 4, last_error: 'connection refused' });
+    assert.deepEqual(findings(dropped), ['click log']);
+    assert.match(dropped.summary, /click log: 3 clicks dropped since start.*last error: connection refused/);
+
+    const nearlyFull = withClicks({ ...base, buffered: 300, unacked: 500 });
+    assert.deepEqual(findings(nearlyFull), ['click log']);
+    assert.match(nearlyFull.summary, /buffer 80 % full \(800 of 1000\)/);
+    assert.equal(withClicks({ ...base, buffered: 300, unacked: 499 }).status, 'ok');
+
+    // An older node without the section: nothing said about it.
+    assert.equal(
+      proc(snapshot(), 'acp_health').items.some((i) => i.subject === 'click log'),
+      false,
+    );
+  });
+
   test('7: the commit of both lists and the version; lists that disagree or cannot be read are findings', () => {
     const ok = proc(snapshot(), 'version_audit');
     assert.match(ok.summary, /commit abc123, version 1\.2\.3/);

@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { isCountryCode, normaliseTargetUrl, targetUrlField } from '../../src/routing/index.ts';
+import {
+  isCountryCode,
+  normaliseTargetUrl,
+  targetUrlField,
+  targetWithoutClick,
+} from '../../src/routing/index.ts';
 
 const targetUrlProblems = (url: string) => targetUrlField(url).problems;
 
@@ -91,6 +96,20 @@ describe('validation of routing input', () => {
     assert.match(
       targetUrlProblems('https://x.test/{clickid}')[0]!.message,
       /allowed: \{country\}, \{flow\}, \{stream\}, \{request_id\}/,
+    );
+  });
+
+  test('a target checked outside a click: flow, stream and request id filled, every click macro empty', () => {
+    assert.equal(
+      targetWithoutClick(
+        'https://o.example/{flow}/{stream}?c={click_id}&s={sub1}&p={param:x}&r={request_id}&k={country}',
+        {
+          flow: 'demo',
+          stream: 'st 1',
+          request_id: 'run/7',
+        },
+      ),
+      'https://o.example/demo/st%201?c=&s=&p=&r=run%2F7&k=',
     );
   });
 });

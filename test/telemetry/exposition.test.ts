@@ -114,6 +114,7 @@ describe('telemetry hub', () => {
       'tasks',
       'streams',
       'traffic_flows',
+      'clicks',
       'version',
     ]);
     assert.equal(m.host.uptime_seconds, 12.345);

@@ -158,6 +158,13 @@ export function OverviewPage({ me, live }) {
         <${Row} k="flows (active)" v=${`${fmt.n(m.traffic_flows.total)} (${fmt.n(m.traffic_flows.active)})`} />
         <${Row} k="clicks / no match" v=${`${fmt.n(m.traffic_flows.clicks)} / ${fmt.n(m.traffic_flows.no_match)}`} />
         <${Row} k="streams (active)" v=${`${fmt.n(m.streams.total)} (${fmt.n(m.streams.active)})`} />
+        ${
+          m.clicks &&
+          html`<${Row}
+          k="click log: held / dropped"
+          v=${html`<span data-testid="overview-click-log">${fmt.n(m.clicks.buffered + m.clicks.unacked)} / <span class=${m.clicks.dropped > 0 ? 'bad-text' : ''}>${fmt.n(m.clicks.dropped)}</span></span>`}
+        />`
+        }
       <//>
     </div>
     <${Nodes} cluster=${live.cluster} me=${me} />

@@ -1,0 +1,115 @@
+import { BatchStatement } from './batch.ts';
+import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
+import { storableText } from './storable.ts';
+import type { ChunkedDelete, Sighting, SightingPage, SightingStore } from './types.ts';
+
+const INSERT = new BatchStatement({
+  columns: ['text', 'bigint', 'timestamptz', 'text'],
+  sqlite:
+    'INSERT INTO click_sightings (flow_id, visitor_key, first_seen_at, server_id) VALUES (?1, ?2, ?3, ?4)',
+  postgres: `INSERT INTO click_sightings (flow_id, visitor_key, first_seen_at, server_id)
+    SELECT * FROM {rows} AS r (flow_id, visitor_key, first_seen_at, server_id)`,
+});
+
+const PRUNE_CHUNK = 5000;
+
+const toSighting = (r: Row): Sighting => ({
+  flow_id: String(r.flow_id),
+  visitor_key: toNum(r.visitor_key),
+  first_seen_at: Date.parse(toIso(r.first_seen_at)!),
+});
+
+/**
+ * Writers on PostgreSQL hold this lock from before their insert to their commit. It conflicts with
+ * itself and with other writes of the table, not with reads: inserts into the table happen one
+ * transaction after another, so `seq` values become visible in increasing order and a reader that
+ * has seen a seq will never see a smaller one appear later. (Without it, an insert that drew its
+ * seqs first but committed last would be skipped by a reader that had moved past them.)
+ */
+const PG_WRITE_LOCK = 'LOCK TABLE click_sightings IN SHARE ROW EXCLUSIVE MODE';
+
+/**
+ * The newest seq and the rows after the cursor in one statement, so both come from one snapshot:
+ * with commits in seq order, every row up to `top` is visible to it.
+ */
+const AFTER = `
+  SELECT t.top, o.seq, o.flow_id, o.visitor_key, o.first_seen_at
+  FROM (SELECT COALESCE(MAX(seq), 0) AS top FROM click_sightings) AS t LEFT JOIN (
+    SELECT seq, flow_id, visitor_key, first_seen_at FROM click_sightings
+    WHERE seq > ? AND server_id <> ? ORDER BY seq LIMIT ?
+  ) AS o ON 1 = 1`;
+
+const OPEN = `
+  SELECT t.top, o.flow_id, o.visitor_key, o.first_seen_at
+  FROM (SELECT COALESCE(MAX(seq), 0) AS top FROM click_sightings) AS t LEFT JOIN (
+    SELECT flow_id, visitor_key, first_seen_at FROM click_sightings
+    WHERE first_seen_at >= ? ORDER BY first_seen_at DESC LIMIT ?
+  ) AS o ON 1 = 1`;
+
+function parseCursor(cursor: string): number {
+  if (!/^\d{1,16}$/.test(cursor)) throw new Error(`sightings: not a cursor: ${JSON.stringify(cursor)}`);
+  return Number(cursor);
+}
+
+const present = (r: Row) => r.flow_id !== null && r.flow_id !== undefined;
+
+/** The first sightings nodes share (migration 10); see {@link SightingStore}. */
+export class SqlSightings implements SightingStore {
+  readonly #x: SqlExecutor;
+
+  constructor(x: SqlExecutor) {
+    this.#x = x;
+  }
+
+  add(serverId: string, rows: readonly Sighting[]): Promise<number> {
+    const values = rows.map((s) => [
+      storableText(s.flow_id),
+      s.visitor_key,
+      new Date(s.first_seen_at).toISOString(),
+      serverId,
+    ]);
+    if (values.length === 0) return Promise.resolve(0);
+    if (this.#x.dialect === 'sqlite') return this.#x.batch(INSERT, values);
+    return this.#x.transaction(async (tx) => {
+      await tx.run(PG_WRITE_LOCK);
+      return tx.batch(INSERT, values);
+    });
+  }
+
+  async open(since: number, limit: number): Promise<SightingPage> {
+    const rows = await this.#x.all(OPEN, [new Date(since).toISOString(), limit]);
+    return {
+      rows: rows.filter(present).map(toSighting).reverse(),
+      cursor: String(toNum(rows[0]!.top)),
+      more: false,
+    };
+  }
+
+  async after(cursor: string, serverId: string, limit: number): Promise<SightingPage> {
+    const from = parseCursor(cursor);
+    const rows = await this.#x.all(AFTER, [from, serverId, limit]);
+    const found = rows.filter(present);
+    const more = found.length === limit;
+    // A full page: go on from its last row. Otherwise everything up to the newest seq was seen
+    // (this node's own rows included); a cursor never goes back (pruning may lower the maximum).
+    const next = more ? toNum(found.at(-1)!.seq) : Math.max(from, toNum(rows[0]!.top));
+    return { rows: found.map(toSighting), cursor: String(next), more };
+  }
+
+  async prune(before: number, opts: ChunkedDelete = {}): Promise<number> {
+    const at = new Date(before).toISOString();
+    const chunk = opts.chunkRows ?? PRUNE_CHUNK;
+    let total = 0;
+    while (!opts.signal?.aborted) {
+      const n = await this.#x.run(
+        `DELETE FROM click_sightings WHERE seq IN
+           (SELECT seq FROM click_sightings WHERE first_seen_at < ? ORDER BY first_seen_at LIMIT ?)`,
+        [at, chunk],
+      );
+      total += n;
+      if (n < chunk) break;
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    return total;
+  }
+}

@@ -1,0 +1,10 @@
+import type { TaskContext } from '../cron/index.ts';
+import type { RoutingService } from '../routing/index.ts';
+
+/** `cache.reload`: re-reads every cached flow from storage (§10), a chunk at a time. */
+export function cacheReload(routing: RoutingService): (ctx: TaskContext) => Promise<void> {
+  return async ({ signal, log }) => {
+    const flows = await routing.cache.reloadAll(signal);
+    log.debug({ flows }, 'routing cache reloaded');
+  };
+}

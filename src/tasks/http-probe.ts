@@ -1,0 +1,30 @@
+import type { CronTaskConfig } from '../config/index.ts';
+import type { TaskContext } from '../cron/index.ts';
+import type { HttpClient } from '../http-client/index.ts';
+
+/**
+ * `http.probe`: a synthetic check of an external dependency through the HTTP client (§10); a run
+ * fails on an unexpected status, an error or a timeout. Header values are secrets: the client is
+ * told so, and never logs or captures them.
+ */
+export function httpProbe(
+  name: string,
+  cfg: CronTaskConfig,
+  httpClient: HttpClient,
+): (ctx: TaskContext) => Promise<void> {
+  const expected = cfg.expect_status ?? 200;
+  return async ({ signal }) => {
+    const res = await httpClient.request({
+      url: cfg.url!,
+      method: cfg.method ?? 'GET',
+      headers: cfg.headers ?? {},
+      secretHeaders: Object.keys(cfg.headers ?? {}),
+      retries: cfg.retries ?? 0,
+      timeoutMs: cfg.timeout_ms,
+      totalTimeoutMs: cfg.timeout_ms,
+      client: `probe:${name}`,
+      signal,
+    });
+    if (res.status !== expected) throw new Error(`expected HTTP ${expected}, got ${res.status}`);
+  };
+}

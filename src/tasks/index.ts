@@ -1,0 +1,2 @@
+export { type ClicksRetentionDeps, clicksRetention } from './clicks-retention.ts';
+export { DEFAULT_SCOPE, type KindDeps, type TaskKind, taskRunner } from './kinds.ts';

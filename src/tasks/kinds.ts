@@ -1,0 +1,60 @@
+import type { CronTaskConfig } from '../config/index.ts';
+import type { ExecutionScope, TaskContext } from '../cron/index.ts';
+import type { HttpClient } from '../http-client/index.ts';
+import type { RoutingService } from '../routing/index.ts';
+import type { Storage } from '../storage/index.ts';
+import type { Clock } from '../time/index.ts';
+import { cacheReload } from './cache-reload.ts';
+import { clicksRetention } from './clicks-retention.ts';
+import { httpProbe } from './http-probe.ts';
+import { statsFlush } from './stats-flush.ts';
+import { targetsCheck } from './targets-check.ts';
+
+/** What the application's task kinds drive; main.ts hands it over once. */
+export interface KindDeps {
+  routing: RoutingService;
+  storage: Storage;
+  httpClient: HttpClient;
+  clock: Clock;
+  /** `clicks.retention_days`. */
+  clickRetentionDays: number;
+}
+
+export type TaskKind = CronTaskConfig['kind'];
+
+/** Default scope of each kind (§10); `http.probe` has none: its config must say. */
+export const DEFAULT_SCOPE: Record<TaskKind, ExecutionScope | undefined> = {
+  'stats.flush': 'all',
+  'cache.reload': 'all',
+  'targets.check': 'leader',
+  'http.probe': undefined,
+  'clicks.retention': 'leader',
+};
+
+/** The run function of a configured task: its kind, given only what that kind drives. */
+export function taskRunner(
+  name: string,
+  cfg: CronTaskConfig,
+  deps: KindDeps,
+): (ctx: TaskContext) => Promise<void> {
+  switch (cfg.kind) {
+    case 'stats.flush':
+      return statsFlush(deps.routing);
+    case 'cache.reload':
+      return cacheReload(deps.routing);
+    case 'targets.check':
+      return targetsCheck(name, cfg, {
+        streams: deps.storage.streams,
+        httpClient: deps.httpClient,
+        clock: deps.clock,
+      });
+    case 'http.probe':
+      return httpProbe(name, cfg, deps.httpClient);
+    case 'clicks.retention':
+      return clicksRetention({
+        clicks: deps.storage.clicks,
+        clock: deps.clock,
+        retentionDays: deps.clickRetentionDays,
+      });
+  }
+}

@@ -1,0 +1,189 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { pino } from 'pino';
+import {
+  SIGHTINGS_PRUNE_EVERY_MS,
+  UniquenessExchange,
+  UniquenessWindow,
+  visitorKey,
+} from '../../src/clicks/index.ts';
+import type { Storage } from '../../src/storage/index.ts';
+import { toNum } from '../../src/storage/sql.ts';
+import { ManualClock } from '../../src/time/index.ts';
+import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
+import { until } from '../helpers/until.ts';
+import { BACKENDS, type Opened } from '../storage/backends.ts';
+
+const silent = pino({ level: 'silent' });
+const HOUR = 3_600_000;
+const v = (name: string) => visitorKey(name, 'exchange-test');
+
+/** One node's share of uniqueness: its window and its exchange, on its own storage connection. */
+function nodeOf(name: string, storage: Storage, clock: ManualClock, maxEntries = 1000) {
+  const window = new UniquenessWindow({ clock, ttlHours: 24, maxEntries, share: true });
+  const exchange = new UniquenessExchange({
+    window,
+    store: storage.sightings,
+    serverId: name,
+    clock,
+    logger: silent,
+    flushIntervalMs: 0,
+    ttlHours: 24,
+    maxEntries,
+  });
+  return { window, exchange };
+}
+
+for (const backend of BACKENDS) {
+  describe(`uniqueness exchange between two nodes sharing ${backend.name}`, async () => {
+    const available = await backend.available();
+    const clock = new ManualClock(Date.parse('2026-03-01T00:00:00Z'));
+    let opened: Opened;
+    let second: Storage;
+    let a: ReturnType<typeof nodeOf>;
+    let b: ReturnType<typeof nodeOf>;
+    before(async () => {
+      if (!available) return;
+      opened = await backend.open(clock);
+      second = opened.reopen();
+      a = nodeOf('node-a', opened.storage, clock);
+      b = nodeOf('node-b', second, clock);
+      await a.exchange.start();
+      await b.exchange.start();
+    });
+    after(async () => {
+      if (!available) return;
+      await second.close();
+      await opened.cleanup();
+    });
+    const it = (name: string, fn: () => Promise<void>) =>
+      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
+    const both = async () => {
+      await a.exchange.round();
+      await b.exchange.round();
+      await a.exchange.round();
+    };
+
+    it('a visitor counted unique on one node is not unique on the other after one exchange, both ways', async () => {
+      assert.equal(a.window.check('f1', v('ann')), true);
+      assert.equal(b.window.peek('f1', v('ann')), true, 'not told yet');
+      assert.deepEqual(await a.exchange.round(), { sent: 1, learned: 0 });
+      assert.deepEqual(await b.exchange.round(), { sent: 0, learned: 1 });
+      assert.equal(b.window.check('f1', v('ann')), false);
+      assert.equal(b.window.check('f2', v('ann')), true, 'another flow is another window');
+      assert.equal(b.window.check('f1', v('bob')), true);
+      await both();
+      assert.equal(a.window.check('f1', v('bob')), false);
+      assert.equal(a.window.check('f2', v('ann')), false);
+      // Nothing comes back to the node that sent it, and nothing is read twice.
+      assert.deepEqual(await a.exchange.round(), { sent: 0, learned: 0 });
+      assert.deepEqual(await b.exchange.round(), { sent: 0, learned: 0 });
+    });
+
+    it('the overshoot: both nodes count a visitor unique before hearing of each other, then agree on the earlier window', async () => {
+      assert.equal(a.window.check('f3', v('cat')), true);
+      clock.advance(5_000);
+      assert.equal(b.window.check('f3', v('cat')), true, 'within one exchange interval: counted on both');
+      await both();
+      clock.advance(23 * HOUR);
+      assert.equal(a.window.peek('f3', v('cat')), false);
+      assert.equal(b.window.peek('f3', v('cat')), false);
+      // A's window (5 s earlier) ends first; B took it over, so both count the next click unique.
+      clock.advance(HOUR - 5_000);
+      assert.equal(a.window.peek('f3', v('cat')), true);
+      assert.equal(b.window.peek('f3', v('cat')), true, "B kept A's earlier window");
+      assert.equal(b.window.check('f3', v('cat')), true);
+      await both();
+      assert.equal(a.window.check('f3', v('cat')), false, 'and the next window is shared again');
+    });
+
+    it('a node that starts later loads the windows still open (a restart does not count returning visitors again)', async () => {
+      assert.equal(a.window.check('f4', v('dan')), true);
+      await a.exchange.round();
+      clock.advance(HOUR);
+      const third = opened.reopen();
+      try {
+        const c = nodeOf('node-c', third, clock);
+        await c.exchange.start();
+        assert.equal(c.window.check('f4', v('dan')), false);
+        assert.equal(c.window.check('f4', v('eve')), true);
+        assert.equal(c.window.check('f1', v('ann')), true, 'windows that ended are not loaded');
+        await c.exchange.stop();
+        await both();
+        assert.equal(a.window.check('f4', v('eve')), false, "stop() sends the node's last sightings");
+      } finally {
+        await third.close();
+      }
+    });
+
+    it('sightings older than the TTL are pruned by the rounds', async () => {
+      const count = async () =>
+        toNum((await opened.sql().all<{ n: unknown }>('SELECT COUNT(*) AS n FROM click_sightings'))[0]?.n);
+      assert.ok((await count()) > 0);
+      clock.advance(25 * HOUR + SIGHTINGS_PRUNE_EVERY_MS);
+      assert.equal(a.window.check('f5', v('fay')), true);
+      await a.exchange.round();
+      assert.equal(await count(), 1, 'only the sighting younger than the TTL is left');
+    });
+  });
+}
+
+describe('two real nodes on one PostgreSQL schema exchange sightings on their own, within the flush interval', async () => {
+  const available = await pgAvailable();
+  const schema = testSchema();
+  let a: TestNode;
+  let b: TestNode;
+  before(async () => {
+    if (!available) return;
+    const yaml = 'clicks:\n  flush_interval_ms: 200\n';
+    a = await startTestNode({ postgres: { schema }, yaml });
+    b = await startTestNode({ postgres: { schema }, yaml });
+  });
+  after(async () => {
+    if (!available) return;
+    await a.close();
+    await b.close();
+    await dropSchema(schema);
+  });
+
+  test('a click described on one node is not unique on the other once the exchange has run', {
+    skip: !available && 'postgres unavailable',
+  }, async () => {
+    assert.ok(a.node.uniquenessExchange, 'nodes on PostgreSQL exchange');
+    const headers = {
+      'user-agent': 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0',
+    };
+    const first = a.node.clickDescriber.describe('flow-x', 'GET', headers, '203.0.113.9', undefined);
+    assert.equal(first.is_unique, true);
+    await until(
+      'node B to learn the visitor',
+      () =>
+        !b.node.clickDescriber.describe('flow-x', 'GET', headers, '203.0.113.9', undefined, false).is_unique,
+      10_000,
+    );
+    assert.equal(
+      b.node.clickDescriber.describe('flow-x', 'GET', headers, '203.0.113.9', undefined).is_unique,
+      false,
+    );
+    assert.ok(b.node.uniquenessExchange!.stats().learned >= 1);
+    assert.ok(a.node.uniquenessExchange!.stats().sent >= 1);
+  });
+});
+
+test('a node on SQLite shares nothing: no exchange, no sightings kept for one', async () => {
+  const t = await startTestNode();
+  try {
+    assert.equal(t.node.uniquenessExchange, undefined);
+    t.node.clickDescriber.describe(
+      'f',
+      'GET',
+      { 'user-agent': 'Mozilla/5.0 Firefox/128.0' },
+      '198.51.100.1',
+      undefined,
+    );
+    assert.deepEqual(t.node.clickDescriber.uniqueness.takeNew(), []);
+  } finally {
+    await t.close();
+  }
+});
