@@ -15,10 +15,24 @@ const DEMO: {
       stream('Germany first', 'forced', 0, 100, 'https://example.com/de?country={country}&rid={request_id}', {
         countries_include: ['DE'],
       }),
-      stream('A (weight 3)', 'regular', 1, 300, 'https://example.com/a?flow={flow}&stream={stream}&aff_sub={click_id}&s1={sub1}', {
-        countries_exclude: ['US'],
-      }),
-      stream('B (weight 1)', 'regular', 2, 100, 'https://example.com/b?flow={flow}&stream={stream}&aff_sub={click_id}&s1={sub1}', {}),
+      stream(
+        'A (weight 3)',
+        'regular',
+        1,
+        300,
+        'https://example.com/a?flow={flow}&stream={stream}&aff_sub={click_id}&s1={sub1}',
+        {
+          countries_exclude: ['US'],
+        },
+      ),
+      stream(
+        'B (weight 1)',
+        'regular',
+        2,
+        100,
+        'https://example.com/b?flow={flow}&stream={stream}&aff_sub={click_id}&s1={sub1}',
+        {},
+      ),
       stream('Fallback', 'default', 3, 0, 'https://example.com/fallback', {}),
     ],
   },

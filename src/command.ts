@@ -1,0 +1,270 @@
+/** The `sluice` command: parses the command line and runs a node, the doctor, or an operator or database command. */
+import { parseArgs } from 'node:util';
+import { createOperator } from './auth/index.ts';
+import {
+  ConfigError,
+  DEFAULT_CLIENT_ERROR_RATE,
+  DEFAULT_TASK_P95_MS,
+  loadConfig,
+  OPERATOR_NAME_PATTERN,
+  ROLES,
+  type Role,
+} from './config/index.ts';
+import { formatReport, runDoctor } from './doctor/index.ts';
+import { ApiError } from './errors/index.ts';
+import { startNode } from './main.ts';
+import { seedDemo } from './routing/index.ts';
+import { openStorage, type Storage } from './storage/index.ts';
+import { systemClock } from './time/index.ts';
+
+/** A repeated stop signal within this long of the first is an echo (group + npm's forward). */
+const SIGNAL_ECHO_MS = 1000;
+
+/** sysexits.h: a command line that makes no sense. */
+const EXIT_USAGE = 64;
+
+const USAGE = `Usage: sluice <command> [options]
+
+Commands:
+  start [--config-dir DIR] [--mode MODE]        run a node (defaults: ./config, development)
+  operator create --name NAME --role ROLE       create an ACP operator; prints its token once
+                                                (ROLE: ${ROLES.join(' | ')})
+  operator list [--json]                        list operators (never tokens)
+  operator revoke --name NAME                   revoke an operator's token
+  doctor --url URL [--url URL2] --token TOKEN   run the seven operator procedures against nodes
+         [--urls URL,URL2] [--task-p95-ms N]    (version audit across nodes; token also SLUICE_TOKEN)
+         [--client-error-rate R]                (0–1: a route's recent 4xx share that is a finding)
+         [--json]                               exit 0 healthy, 1 findings, 2 unreachable/refused
+  migrate                                       apply pending database migrations and exit
+  demo                                          create demo flows (demo, demo-position) if missing
+  help                                          this text
+
+Commands but doctor take --config-dir DIR and --mode MODE (also APP_CONFIG_DIR, APP_MODE).
+Exit codes: 0 ok, 1 failure (doctor: findings), 2 doctor could not ask a node, 64 bad usage,
+78 configuration error.
+`;
+
+class UsageError extends Error {}
+
+const common = {
+  'config-dir': { type: 'string' },
+  mode: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'start':
+      return start(rest);
+    case 'operator':
+      return operator(rest);
+    case 'doctor':
+      return doctor(rest);
+    case 'migrate': {
+      const { values } = parse(rest, common);
+      await withStorage(values, async () => {});
+      process.stdout.write('Migrations applied.\n');
+      return 0;
+    }
+    case 'demo': {
+      const { values } = parse(rest, common);
+      const created = await withStorage(values, (s) => seedDemo(s));
+      process.stdout.write(
+        created.length
+          ? `Created demo flows: ${created.join(', ')}. Try:\n  curl -si -H 'cf-ipcountry: DE' http://127.0.0.1:8080/go/demo | grep -i location\n`
+          : 'Demo flows already exist.\n',
+      );
+      return 0;
+    }
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(USAGE);
+      return command === undefined ? EXIT_USAGE : 0;
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+const operatorOptions = {
+  ...common,
+  name: { type: 'string' },
+  role: { type: 'string' },
+  json: { type: 'boolean' },
+} as const;
+
+const doctorOptions = {
+  url: { type: 'string', multiple: true },
+  urls: { type: 'string' },
+  token: { type: 'string' },
+  'task-p95-ms': { type: 'string' },
+  'client-error-rate': { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+function parse<O extends typeof common | typeof operatorOptions | typeof doctorOptions>(
+  args: string[],
+  options: O,
+) {
+  try {
+    return parseArgs({ args, options, allowPositionals: false, strict: true });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+async function start(args: string[]): Promise<number> {
+  const { values } = parse(args, common);
+  // stdout is the JSON log: the node's `sluice started` record carries its URL and mode.
+  const node = await startNode({ configDir: values['config-dir'], mode: values.mode });
+  return new Promise<number>((resolveExit) => {
+    let signalledAt: number | undefined;
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (signalledAt !== undefined) {
+        // A signal to the process group reaches this node and `npm start` alike, and npm forwards
+        // its copy: a repeat within the echo window is the same request to stop, not impatience.
+        if (performance.now() - signalledAt < SIGNAL_ECHO_MS) return;
+        process.stderr.write(`second ${signal}: exiting now\n`);
+        process.exit(1);
+      }
+      signalledAt = performance.now();
+      const limit = node.config.app.server.shutdown_timeout_ms;
+      const timer = setTimeout(() => {
+        node.logger.error({ timeout_ms: limit }, 'graceful stop timed out; exiting');
+        node.logger.flush();
+        process.exit(1);
+      }, limit + 1000);
+      timer.unref();
+      node.logger.info({ signal }, 'signal received');
+      node.stop().then(
+        () => resolveExit(0),
+        (err) => {
+          node.logger.error({ err }, 'error during stop');
+          resolveExit(1);
+        },
+      );
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}
+
+/** `sluice doctor`: talks to running nodes over their ACP only; reads no configuration. */
+async function doctor(args: string[]): Promise<number> {
+  const { values } = parse(args, doctorOptions);
+  if (values.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const urls = [...(values.url ?? []), ...(values.urls?.split(',') ?? [])]
+    .map((u) => u.trim())
+    .filter(Boolean);
+  if (urls.length === 0) throw new UsageError('doctor needs --url URL (or --urls URL,URL)');
+  for (const u of urls) {
+    if (!URL.canParse(u) || !/^https?:$/.test(new URL(u).protocol))
+      throw new UsageError(`not an http(s) URL: ${u}`);
+  }
+  // The environment keeps the token out of shell history and `ps`.
+  const token = values.token ?? process.env.SLUICE_TOKEN;
+  if (!token) throw new UsageError('doctor needs --token TOKEN (or SLUICE_TOKEN in the environment)');
+  const level = values['task-p95-ms'] === undefined ? DEFAULT_TASK_P95_MS : Number(values['task-p95-ms']);
+  if (!Number.isInteger(level) || level < 1)
+    throw new UsageError('--task-p95-ms must be a positive integer (ms)');
+  const rateArg = values['client-error-rate'];
+  const rate = rateArg === undefined ? DEFAULT_CLIENT_ERROR_RATE : Number(rateArg);
+  if (rateArg?.trim() === '' || !(rate >= 0 && rate <= 1))
+    throw new UsageError('--client-error-rate must be a number from 0 to 1');
+  const report = await runDoctor({ urls, token, taskP95Ms: level, clientErrorRate: rate });
+  process.stdout.write(
+    values.json
+      ? `${JSON.stringify(report, null, 2)}\n`
+      : formatReport(report, { colour: process.stdout.isTTY === true && !process.env.NO_COLOR }),
+  );
+  return report.exit_code;
+}
+
+async function withStorage<T>(
+  values: { 'config-dir'?: string; mode?: string },
+  fn: (s: Storage) => Promise<T>,
+): Promise<T> {
+  const { config } = loadConfig({ configDir: values['config-dir'], mode: values.mode });
+  const storage = openStorage(config, systemClock);
+  try {
+    await storage.migrate();
+    return await fn(storage);
+  } finally {
+    await storage.close();
+  }
+}
+
+async function operator(args: string[]): Promise<number> {
+  const [sub, ...rest] = args;
+  const { values } = parse(rest, operatorOptions);
+  const name = values.name as string | undefined;
+  switch (sub) {
+    case 'create': {
+      const role = values.role as string | undefined;
+      if (!name || !new RegExp(OPERATOR_NAME_PATTERN).test(name))
+        throw new UsageError('--name NAME is required ([A-Za-z0-9._@-], at most 64)');
+      if (!role || !(ROLES as readonly string[]).includes(role))
+        throw new UsageError(`--role must be one of ${ROLES.join(', ')}`);
+      const { operator: op, token } = await withStorage(values, (s) =>
+        createOperator(s.operators, name, role as Role),
+      );
+      process.stdout.write(
+        `Created operator "${op.name}" (role ${op.role}). Its token, shown only this once:\n\n    ${token}\n\n`,
+      );
+      return 0;
+    }
+    case 'list': {
+      const ops = await withStorage(values, (s) => s.operators.list());
+      if (values.json) {
+        process.stdout.write(`${JSON.stringify(ops, null, 2)}\n`);
+      } else {
+        process.stdout.write(`${'NAME'.padEnd(24)} ${'ROLE'.padEnd(9)} ${'CREATED'.padEnd(25)} REVOKED\n`);
+        for (const o of ops) {
+          process.stdout.write(
+            `${o.name.padEnd(24)} ${o.role.padEnd(9)} ${o.created_at.padEnd(25)} ${o.revoked_at ?? '-'}\n`,
+          );
+        }
+      }
+      return 0;
+    }
+    case 'revoke': {
+      if (!name) throw new UsageError('--name NAME is required');
+      const revoked = await withStorage(values, (s) => s.operators.revoke(name));
+      if (!revoked) {
+        process.stderr.write(`no active operator named "${name}"\n`);
+        return 1;
+      }
+      process.stdout.write(`Revoked operator "${name}".\n`);
+      return 0;
+    }
+    default:
+      throw new UsageError(`unknown operator command "${sub ?? ''}" (create, list, revoke)`);
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exitCode = err.exitCode;
+    } else if (err instanceof UsageError) {
+      process.stderr.write(`sluice: ${err.message}\n\n${USAGE}`);
+      process.exitCode = EXIT_USAGE;
+    } else if (err instanceof ApiError && err.code === 'resource.conflict') {
+      process.stderr.write('sluice: an active operator with that name already exists\n');
+      process.exitCode = 1;
+    } else {
+      process.stderr.write(`sluice: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exitCode = 1;
+    }
+  },
+);
