@@ -29,7 +29,13 @@ import {
 import { registerConsole } from './console/index.ts';
 import { registerPostbackRoute } from './conversions/index.ts';
 import { Schedule, Scheduler } from './cron/index.ts';
-import { createServer, drainServer, registerHealth, registerMetricsRoute } from './http/index.ts';
+import {
+  createServer,
+  drainServer,
+  loadGeoCountry,
+  registerHealth,
+  registerMetricsRoute,
+} from './http/index.ts';
 import { HttpClient } from './http-client/index.ts';
 import { RoutingService, registerGoRoute } from './routing/index.ts';
 import { openStorage, type Storage } from './storage/index.ts';
@@ -280,7 +286,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       lifecycle.defer(() => uniquenessExchange.stop());
     }
 
-    const app = createServer({ config, logger, telemetry, serverId });
+    const app = createServer({ config, logger, telemetry, serverId, geo: loadGeoCountry(config.routing) });
     const graceMs = config.app.server.shutdown_timeout_ms;
     // The server drains while running tasks get the same grace period.
     lifecycle.defer(async () => {
@@ -341,7 +347,13 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       clientErrorRate: config.acp.client_error_rate,
     });
     registerConsole(app);
-    registerGoRoute(app, routing, { describer: clickDescriber, log: clickLog }, clock, opts.random);
+    registerGoRoute(
+      app,
+      routing,
+      { describer: clickDescriber, log: clickLog, fallbackUrl: config.routing.fallback_url },
+      clock,
+      opts.random,
+    );
     registerPostbackRoute(app, {
       conversions: storage.conversions,
       pendingClick: (clickId) => clickLog.find(clickId),

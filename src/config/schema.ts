@@ -154,6 +154,14 @@ export const ConfigSchema = Type.Object(
         // ~60–80 bytes a (flow, visitor) pair held (docs/clicks.md): 1,000,000 ≈ 60–80 MB when full.
         uniqueness_max_entries: Type.Integer({ minimum: 1000, maximum: 100_000_000, default: 1_000_000 }),
         user_agent_cache_max: Type.Integer({ minimum: 100, maximum: 1_000_000, default: 10_000 }),
+        // Country without a proxy (§13): the database an npm package ships, or none. The trusted
+        // proxy's header (app.server.country_header) always wins.
+        geoip: Type.Union([Type.Literal('builtin'), Type.Literal('off')], { default: 'builtin' }),
+        // Another MaxMind-format country database to use instead of the built-in one (optional).
+        geoip_path: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+        // Where a visitor goes when no stream takes the click or the slug is unknown (§13): a 302
+        // there instead of a 404. Absolute http(s) URL; absent: 404 as before.
+        fallback_url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, pattern: '^https?://' })),
       },
       strict,
     ),

@@ -19,6 +19,8 @@ export interface RequestTrace {
 export interface FastAnswer {
   status: number;
   headers: Record<string, string>;
+  /** A small body (a redirect page); none: an empty answer. */
+  body?: string;
 }
 
 /**
@@ -151,8 +153,9 @@ export class FrontDoor {
       if (trace.country !== undefined) headers['x-client-country-code'] = trace.country;
       const extra = answer.headers;
       for (const name in extra) headers[name] = extra[name]!;
-      headers['content-length'] = '0';
-      res.writeHead(answer.status, headers).end();
+      const body = answer.body;
+      headers['content-length'] = body === undefined ? '0' : String(Buffer.byteLength(body));
+      res.writeHead(answer.status, headers).end(body);
       recorder?.record(performance.now() - start, outcomeOf(answer.status));
       return true;
     }

@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { BlockList } from 'node:net';
 import { parseCidr } from '../config/index.ts';
+import type { GeoCountry } from './geo-country.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -49,9 +50,12 @@ const kTrusted = Symbol('sluice.trustedPeer');
 export class CountryResolver {
   readonly #header: string;
   readonly #trusted = new BlockList();
+  readonly #geo: GeoCountry | undefined;
 
-  constructor(header: string, trustedProxies: readonly string[]) {
+  /** `geo`: the built-in (or configured) country database, consulted when the header says nothing. */
+  constructor(header: string, trustedProxies: readonly string[], geo?: GeoCountry) {
     this.#header = header.toLowerCase();
+    this.#geo = geo;
     for (const cidr of trustedProxies) {
       const c = parseCidr(cidr);
       if (c) this.#trusted.addSubnet(c.address, c.prefix, c.family);
@@ -98,12 +102,18 @@ export class CountryResolver {
     return addr;
   }
 
-  /** Upper-case country code, or undefined when unknown or not to be believed. */
+  /**
+   * Upper-case country code, or undefined when unknown or not to be believed: the trusted proxy's
+   * header first (§3); without one (or with an "unknown" code), the country database by the
+   * client's address when `routing.geoip` is on (§13).
+   */
   resolve(req: IncomingMessage): string | undefined {
     const raw = req.headers[this.#header];
-    if (typeof raw !== 'string' || raw.length < 2 || raw.length > 8) return undefined;
-    if (!this.isTrustedPeer(req.socket)) return undefined;
-    return normalizeCountry(raw);
+    if (typeof raw === 'string' && raw.length >= 2 && raw.length <= 8 && this.isTrustedPeer(req.socket)) {
+      const code = normalizeCountry(raw);
+      if (code !== undefined) return code;
+    }
+    return this.#geo?.lookup(this.clientAddress(req));
   }
 }
 

@@ -19,6 +19,7 @@ import {
 import { trackConnections } from './drain.ts';
 import { sendApiError, setTracingHeaders } from './error-reply.ts';
 import { type FactoryOptions, type FastRoute, FrontDoor, requestIdOf } from './fast-path.ts';
+import type { GeoCountry } from './geo-country.ts';
 import { Refusals } from './refusals.ts';
 import { CountryResolver } from './request-context.ts';
 
@@ -46,6 +47,8 @@ export interface ServerDeps {
    * benchmark that compare the two paths.
    */
   fastPath?: boolean;
+  /** The country database for clients without a trusted country header (§13); none: header only. */
+  geo?: GeoCountry;
 }
 
 /** True when every string (keys included) in a parsed JSON value is well-formed UTF-16. */
@@ -85,7 +88,11 @@ export function addFastRoute(app: FastifyInstance, route: FastRoute): void {
  */
 export function createServer(deps: ServerDeps): FastifyInstance {
   const { config, logger, telemetry, serverId } = deps;
-  const country = new CountryResolver(config.app.server.country_header, config.app.server.trusted_proxies);
+  const country = new CountryResolver(
+    config.app.server.country_header,
+    config.app.server.trusted_proxies,
+    deps.geo,
+  );
   const unmatched = telemetry.controllers.get(UNMATCHED_ROUTE);
   const refusals = new Refusals({ logger, serverId, country, unmatched });
   const front = new FrontDoor({

@@ -1,5 +1,13 @@
 import type { ClickFacts, QueryLike } from '../clicks/index.ts';
-import type { FlowRecord, StreamRecord } from '../storage/index.ts';
+import type { BotAction, FlowRecord, RedirectMode, StreamRecord } from '../storage/index.ts';
+import {
+  acceptsBots,
+  type CompiledRules,
+  compileRules,
+  isTimeZone,
+  rulesPass,
+  type Visitor,
+} from './rules.ts';
 import { MACROS, type Macro, normaliseTargetUrl, PARAM_MACRO } from './validation.ts';
 
 /**
@@ -19,8 +27,16 @@ export interface MacroValues {
 /** A stream ready for the hot path: filters as sets, the target URL with its macro positions. */
 export interface RoutableStream {
   id: string;
+  name: string;
+  type: StreamRecord['type'];
   weight: number;
   redirectCode: number;
+  /** `http`, or a 200 page that moves on (§13). */
+  mode: RedirectMode;
+  /** Its targeting rules (§13), compiled; undefined when it has none. */
+  rules: CompiledRules | undefined;
+  /** Its rules accept a bot (`is_bot: true`): a `bot_action: stream` flow sends bots only here. */
+  acceptsBots: boolean;
   include: ReadonlySet<string> | undefined;
   exclude: ReadonlySet<string> | undefined;
   /** The target URL in its normalised form (§14): plain visible ASCII, always a valid header value. */
@@ -44,6 +60,9 @@ export interface CompiledFlow {
   rotation: 'position' | 'weight';
   /** Append the incoming query string to the target's (§14). */
   forwardQuery: boolean;
+  botAction: BotAction;
+  /** Cost of each non-bot click (§13). */
+  cost: number;
   forced: readonly RoutableStream[];
   regular: readonly RoutableStream[];
   fallback: readonly RoutableStream[];
@@ -105,13 +124,20 @@ export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]):
     if ('problem' in target) refused.push({ id: s.id, problem: target.problem });
     else targets.set(s, target.url);
   }
+  // A zone stored by another writer that ICU does not know: UTC rather than a failing click.
+  const timezone = isTimeZone(flow.timezone) ? flow.timezone : 'UTC';
   const routable = (s: StreamRecord): RoutableStream => {
     const target = targets.get(s)!;
     const { marks, params } = macroMarks(target);
     return {
       id: s.id,
+      name: s.name,
+      type: s.type,
       weight: s.weight,
       redirectCode: s.redirect_code,
+      mode: s.redirect_mode,
+      rules: compileRules(s.filters, timezone),
+      acceptsBots: acceptsBots(s.filters),
       include: countrySet(s.filters.countries_include),
       exclude: countrySet(s.filters.countries_exclude),
       target,
@@ -128,6 +154,8 @@ export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]):
     active: flow.status === 'active',
     rotation: flow.rotation,
     forwardQuery: flow.forward_query,
+    botAction: flow.bot_action,
+    cost: flow.cost_per_click,
     forced: ofType('forced'),
     regular: ofType('regular'),
     fallback: ofType('default'),
@@ -135,54 +163,84 @@ export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]):
   };
 }
 
-/** An unknown country passes no include filter and every exclude filter (§8). */
-function passes(s: RoutableStream, country: string | undefined): boolean {
+/** Why a stream does not take a click, for the simulator's trace (§16); undefined: it does. */
+export type Refusal = 'country_not_included' | 'country_excluded' | 'rules' | 'not_for_bots';
+
+/**
+ * Whether a stream's filters let the click through (§8, §13): an unknown country passes no include
+ * list and every exclude list; then its rules. With `botsOnly` (`bot_action: stream`), only streams
+ * whose rules accept bots are candidates. The one predicate the decision and the simulator share.
+ */
+export function refusal(s: RoutableStream, v: Visitor, botsOnly: boolean): Refusal | undefined {
+  if (botsOnly && !s.acceptsBots) return 'not_for_bots';
+  const country = v.country;
+  if (s.include !== undefined && (country === undefined || !s.include.has(country)))
+    return 'country_not_included';
+  if (s.exclude !== undefined && country !== undefined && s.exclude.has(country)) return 'country_excluded';
+  if (s.rules !== undefined && !rulesPass(s.rules, v)) return 'rules';
+  return undefined;
+}
+
+function passes(s: RoutableStream, v: Visitor, botsOnly: boolean): boolean {
+  if (botsOnly && !s.acceptsBots) return false;
+  const country = v.country;
   if (s.include !== undefined && (country === undefined || !s.include.has(country))) return false;
-  return s.exclude === undefined || country === undefined || !s.exclude.has(country);
+  if (s.exclude !== undefined && country !== undefined && s.exclude.has(country)) return false;
+  return s.rules === undefined || rulesPass(s.rules, v);
 }
 
 function firstPassing(
   list: readonly RoutableStream[],
-  country: string | undefined,
+  v: Visitor,
+  botsOnly: boolean,
 ): RoutableStream | undefined {
-  for (let i = 0; i < list.length; i++) if (passes(list[i]!, country)) return list[i];
+  for (let i = 0; i < list.length; i++) if (passes(list[i]!, v, botsOnly)) return list[i];
   return undefined;
 }
 
+/** Scratch verdicts of a weighted pick: one array for the process (decisions never interleave). */
+let passed = new Uint8Array(64);
+
 /**
- * The routing decision (§8): forced streams in position order, then regular ones (first by
- * position, or weighted random among those whose filters pass), then the default stream.
+ * The routing decision (§8, §13): forced streams in position order, then regular ones (first by
+ * position, or weighted random among those whose filters pass), then the default stream. With
+ * `botsOnly` (a bot on a `bot_action: stream` flow) only streams whose rules accept bots count.
  * `random` returns [0, 1); it is injected so tests can seed it.
  */
 export function decide(
   flow: CompiledFlow,
-  country: string | undefined,
+  v: Visitor,
   random: () => number,
+  botsOnly = false,
 ): RoutableStream | undefined {
-  const forced = firstPassing(flow.forced, country);
+  const forced = firstPassing(flow.forced, v, botsOnly);
   if (forced !== undefined) return forced;
   const regular = flow.regular;
   if (regular.length > 0) {
     if (flow.rotation === 'position') {
-      const s = firstPassing(regular, country);
+      const s = firstPassing(regular, v, botsOnly);
       if (s !== undefined) return s;
     } else {
+      // Each stream's filters are judged once; the pick walks the verdicts (rules are not free).
+      if (passed.length < regular.length) passed = new Uint8Array(regular.length * 2);
       let total = 0;
-      for (let i = 0; i < regular.length; i++)
-        if (regular[i]!.weight > 0 && passes(regular[i]!, country)) total += regular[i]!.weight;
+      for (let i = 0; i < regular.length; i++) {
+        const ok = regular[i]!.weight > 0 && passes(regular[i]!, v, botsOnly);
+        passed[i] = ok ? 1 : 0;
+        if (ok) total += regular[i]!.weight;
+      }
       if (total > 0) {
         let pick = random() * total;
         for (let i = 0; i < regular.length; i++) {
-          const s = regular[i]!;
-          if (s.weight > 0 && passes(s, country)) {
-            pick -= s.weight;
-            if (pick < 0) return s;
+          if (passed[i] === 1) {
+            pick -= regular[i]!.weight;
+            if (pick < 0) return regular[i];
           }
         }
       }
     }
   }
-  return firstPassing(flow.fallback, country);
+  return firstPassing(flow.fallback, v, botsOnly);
 }
 
 /**

@@ -7,6 +7,7 @@ import { addFastRoute, type FastAnswer, type RequestTrace } from '../http/index.
 import type { ClickOutcome, NewClick } from '../storage/index.ts';
 import type { Clock } from '../time/index.ts';
 import { buildTarget, type CompiledFlow, decide, withForwardedQuery } from './compiled-flow.ts';
+import type { Visitor } from './rules.ts';
 import type { RoutingService } from './service.ts';
 import { SLUG } from './validation.ts';
 
@@ -31,7 +32,41 @@ const NO_QUERY: QueryLike = Object.freeze({});
 export interface GoClicks {
   describer: ClickDescriber;
   log: Pick<ClickLog, 'append'>;
+  /**
+   * `routing.fallback_url` (§13): where a visitor goes when no stream takes the click or the slug
+   * is unknown, instead of a 404. Absent: the 404.
+   */
+  fallbackUrl?: string | undefined;
 }
+
+/**
+ * The page of a `meta_refresh` or `js` stream (§13): nothing but what moves the browser on, with
+ * no referrer sent. The location goes into an HTML attribute (escaped for it) and a JS string
+ * (JSON, with `<` escaped so it cannot close the script).
+ */
+export function redirectPage(mode: 'meta_refresh' | 'js', location: string): string {
+  const attr = location
+    .replace(/&/g, '&amp;')
+    .replace(/"/g, '&quot;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;');
+  const head =
+    '<!doctype html><html><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">';
+  if (mode === 'meta_refresh')
+    return `${head}<meta http-equiv="refresh" content="0;url=${attr}"></head><body></body></html>`;
+  const js = JSON.stringify(location)
+    .replace(/</g, '\\u003c')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
+  return `${head}<script>location.replace(${js})</script></head><body><noscript><a href="${attr}">Continue</a></noscript></body></html>`;
+}
+
+/** Headers of a redirect page: not cached, no referrer, HTML. */
+const PAGE_HEADERS = {
+  'content-type': 'text/html; charset=utf-8',
+  'cache-control': 'no-store',
+  'referrer-policy': 'no-referrer',
+} as const;
 
 /** `sub1`…`sub10` as the click log keeps them: one array, or null when the click had none. */
 function subsOf(f: ClickFacts): (string | null)[] | null {
@@ -78,6 +113,7 @@ export function registerGoRoute(
     f: ClickFacts,
     country: string | undefined,
     at: number,
+    cost: number,
   ) => {
     const entry: NewClick = {
       click_id: f.click_id,
@@ -95,7 +131,7 @@ export function registerGoRoute(
       subs: subsOf(f),
       is_unique: f.is_unique,
       is_bot: f.is_bot,
-      cost: 0,
+      cost,
       ip_prefix: f.ip_prefix,
     };
     log.append(entry);
@@ -108,12 +144,28 @@ export function registerGoRoute(
    * throwing it: the fast path hands it to fastify's error path. Bots are routed like people
    * (`bot_action: route`, §13) and counted apart.
    */
+  const fallbackUrl = clicks.fallbackUrl;
+  /** No stream for this click: the fallback URL when one is configured, else the 404 (§13). */
+  const unrouted = (clickId: string): FastAnswer | ApiError =>
+    fallbackUrl === undefined
+      ? noStream(clickId)
+      : { status: 302, headers: { location: fallbackUrl, 'x-click-id': clickId } };
+  const unknownSlug = (): FastAnswer | ApiError =>
+    fallbackUrl === undefined ? noFlow() : { status: 302, headers: { location: fallbackUrl } };
+
+  /**
+   * One click on a flow: described once, the routing decision, the redirect, the counters and the
+   * click log. Everything done per click belongs here (and only here). The answer is built before
+   * anything is counted, so a click that fails is not a hit. Returns the contract error rather than
+   * throwing it: the fast path hands it to fastify's error path. Bots follow the flow's
+   * `bot_action` (§13) and are counted apart.
+   */
   const click = (
     flow: CompiledFlow | null,
     trace: RequestTrace,
     req: IncomingMessage,
   ): FastAnswer | ApiError => {
-    if (flow === null || !flow.active) return noFlow();
+    if (flow === null || !flow.active) return unknownSlug();
     // The query string read here from the raw URL on both paths, by one parser.
     const url = req.url!;
     const q = url.indexOf('?');
@@ -121,36 +173,53 @@ export function registerGoRoute(
     const query: QueryLike = rawQuery.length === 0 ? NO_QUERY : parseQuery(rawQuery);
     const facts = describer.describe(flow.id, req.method!, req.headers, trace.client, query);
     const country = trace.country;
-    const stream = decide(flow, country, random);
-    if (stream === undefined) {
-      const now = clock.now();
-      if (facts.is_bot) counters.bot(flow.id, now);
-      else counters.noMatch(flow.id, now);
-      record(flow, null, facts.is_bot ? 'bot' : 'no_match', facts, country, now);
+    const now = clock.now();
+    const bot = facts.is_bot;
+    if (bot && flow.botAction === 'block') {
+      counters.bot(flow.id, now);
+      record(flow, null, 'bot', facts, country, now, 0);
       return noStream(facts.click_id);
+    }
+    const visitor: Visitor = { country, facts, client: trace.client, query, at: now };
+    const stream = decide(flow, visitor, random, bot && flow.botAction === 'stream');
+    if (stream === undefined) {
+      if (bot) counters.bot(flow.id, now);
+      else counters.noMatch(flow.id, now);
+      record(flow, null, bot ? 'bot' : 'no_match', facts, country, now, bot ? 0 : flow.cost);
+      // A bot with nowhere to go on a `stream` flow is not sent to the fallback either (§13).
+      return bot && flow.botAction === 'stream' ? noStream(facts.click_id) : unrouted(facts.click_id);
     }
     let location =
       stream.marks.length === 0
         ? stream.target
         : buildTarget(stream, { country, flow: flow.slug, request_id: trace.id, click: facts, query });
     if (flow.forwardQuery) location = withForwardedQuery(location, rawQuery);
-    const now = clock.now();
-    if (facts.is_bot) counters.bot(flow.id, now);
+    if (bot) counters.bot(flow.id, now);
     else counters.hit(flow.id, stream.id, now, facts.is_unique);
-    record(flow, stream.id, facts.is_bot ? 'bot' : 'redirect', facts, country, now);
-    return { status: stream.redirectCode, headers: { location, 'x-click-id': facts.click_id } };
+    record(flow, stream.id, bot ? 'bot' : 'redirect', facts, country, now, bot ? 0 : flow.cost);
+    if (stream.mode === 'http')
+      return { status: stream.redirectCode, headers: { location, 'x-click-id': facts.click_id } };
+    return {
+      status: 200,
+      headers: { ...PAGE_HEADERS, 'x-click-id': facts.click_id },
+      body: redirectPage(stream.mode, location),
+    };
   };
 
   app.get<{ Params: { slug: string } }>('/go/:slug', (request, reply) => {
     const looked = (request.raw as Looked)[kOutcome];
     if (looked !== undefined) throw looked;
     const slug = request.params.slug;
-    if (!SLUG.test(slug)) throw noFlow();
+    if (!SLUG.test(slug)) {
+      const answer = unknownSlug();
+      if (answer instanceof ApiError) throw answer;
+      return reply.code(answer.status).headers(answer.headers).send();
+    }
     const trace: RequestTrace = { id: request.id, country: request.country, client: request.clientAddress };
     const send = (flow: CompiledFlow | null) => {
       const answer = click(flow, trace, request.raw);
       if (answer instanceof ApiError) throw answer;
-      reply.code(answer.status).headers(answer.headers).send();
+      reply.code(answer.status).headers(answer.headers).send(answer.body);
     };
     const cached = routing.cache.peek(slug);
     if (cached !== undefined) return send(cached);

@@ -5,12 +5,25 @@ export {
   compileFlow,
   decide,
   type MacroValues,
+  type Refusal,
   type RoutableStream,
+  refusal,
   withForwardedQuery,
 } from './compiled-flow.ts';
 export { seedDemo } from './demo.ts';
-export { registerGoRoute } from './go-route.ts';
+export { redirectPage, registerGoRoute } from './go-route.ts';
 export { type CacheSection, RoutingCache } from './routing-cache.ts';
+export {
+  acceptsBots,
+  compileRules,
+  hourMask,
+  isTimeZone,
+  localTime,
+  RULE_FIELDS,
+  ruleProblems,
+  rulesPass,
+  type Visitor,
+} from './rules.ts';
 export * from './schemas.ts';
 export { type RoutingOptions, RoutingService } from './service.ts';
 export {

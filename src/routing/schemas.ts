@@ -28,10 +28,33 @@ const RedirectCode = lit([301, 302, 303, 307] as const);
 const Position = Type.Integer({ minimum: 0, maximum: 1_000_000 });
 const Weight = Type.Integer({ minimum: 0, maximum: 10_000 });
 const Countries = Type.Array(Type.String({ pattern: '^[A-Z]{2}$' }), { maxItems: 300, uniqueItems: true });
-const Filters = Type.Object(
-  { countries_include: Type.Optional(Countries), countries_exclude: Type.Optional(Countries) },
+/** A rule (§13); each value's meaning depends on the field and is checked by the service (rules.ts). */
+const Rule = Type.Object(
+  {
+    field: Type.String({ minLength: 1, maxLength: 80 }),
+    op: lit(['is', 'is_not'] as const),
+    values: Type.Array(Type.Union([Text({ minLength: 1, maxLength: 256 }), Type.Boolean()]), {
+      minItems: 1,
+      maxItems: 1000,
+    }),
+  },
   { additionalProperties: false },
 );
+const Filters = Type.Object(
+  {
+    countries_include: Type.Optional(Countries),
+    countries_exclude: Type.Optional(Countries),
+    logic: Type.Optional(lit(['and', 'or'] as const)),
+    rules: Type.Optional(Type.Array(Rule, { maxItems: 50 })),
+  },
+  { additionalProperties: false },
+);
+const BotAction = lit(['route', 'block', 'stream'] as const);
+const RedirectMode = lit(['http', 'meta_refresh', 'js'] as const);
+/** IANA name; whether ICU knows it is checked by the service. */
+const TimeZone = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_+/-]+$' });
+const Money = Type.Number({ minimum: 0, maximum: 1_000_000 });
+const Currency = Type.String({ pattern: '^[A-Z]{3}$' });
 const TargetUrl = Text({ minLength: 1, maxLength: 2048 });
 const Order = lit(['asc', 'desc'] as const);
 /** `limit` of every keyset-paged ACP list (§4): 50 unless given, at most 500. */
@@ -47,6 +70,10 @@ export const FlowCreateBody = Type.Object(
     status: Type.Optional({ ...FlowStatus, default: 'active' }),
     rotation: Type.Optional({ ...Rotation, default: 'position' }),
     forward_query: Type.Optional(Type.Boolean({ default: false })),
+    bot_action: Type.Optional({ ...BotAction, default: 'route' }),
+    timezone: Type.Optional({ ...TimeZone, default: 'UTC' }),
+    cost_per_click: Type.Optional({ ...Money, default: 0 }),
+    currency: Type.Optional({ ...Currency, default: 'USD' }),
   },
   strict,
 );
@@ -59,6 +86,10 @@ export const FlowUpdateBody = Type.Object(
     status: Type.Optional(FlowStatus),
     rotation: Type.Optional(Rotation),
     forward_query: Type.Optional(Type.Boolean()),
+    bot_action: Type.Optional(BotAction),
+    timezone: Type.Optional(TimeZone),
+    cost_per_click: Type.Optional(Money),
+    currency: Type.Optional(Currency),
   },
   strict,
 );
@@ -86,6 +117,7 @@ export const StreamCreateBody = Type.Object(
     filters: Type.Optional({ ...Filters, default: {} }),
     target_url: TargetUrl,
     redirect_code: Type.Optional({ ...RedirectCode, default: 302 }),
+    redirect_mode: Type.Optional({ ...RedirectMode, default: 'http' }),
   },
   strict,
 );
@@ -101,6 +133,7 @@ export const StreamUpdateBody = Type.Object(
     filters: Type.Optional(Filters),
     target_url: Type.Optional(TargetUrl),
     redirect_code: Type.Optional(RedirectCode),
+    redirect_mode: Type.Optional(RedirectMode),
   },
   strict,
 );

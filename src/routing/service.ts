@@ -13,6 +13,7 @@ import type { TimeSlice } from '../time/index.ts';
 import { ClickCounters } from './click-counters.ts';
 import { type CompiledFlow, compileFlow } from './compiled-flow.ts';
 import { type LoadedChunk, RoutingCache } from './routing-cache.ts';
+import { isTimeZone, ruleProblems } from './rules.ts';
 import type { FlowCreate, FlowList, FlowUpdate, StreamCreate, StreamList, StreamUpdate } from './schemas.ts';
 import { countryListProblems, rejectIf, targetUrlField } from './validation.ts';
 
@@ -233,12 +234,17 @@ export class RoutingService {
   }
 
   async createFlow(body: FlowCreate): Promise<FlowRecord> {
+    rejectIf(flowProblems(body));
     const flow = await this.#storage.flows.create({
       slug: body.slug,
       name: body.name,
       status: body.status ?? 'active',
       rotation: body.rotation ?? 'position',
       forward_query: body.forward_query ?? false,
+      bot_action: body.bot_action ?? 'route',
+      timezone: body.timezone ?? 'UTC',
+      cost_per_click: body.cost_per_click ?? 0,
+      currency: body.currency ?? 'USD',
     });
     await this.#changed(flow.slug);
     return flow;
@@ -246,6 +252,7 @@ export class RoutingService {
 
   async updateFlow(body: FlowUpdate): Promise<FlowRecord> {
     const { id, version, ...changes } = body;
+    rejectIf(flowProblems(changes));
     const before = await this.#mustFlow(id);
     const after = await this.#storage.flows.update(id, changes, version);
     if (after === undefined)
@@ -285,6 +292,7 @@ export class RoutingService {
       ...target.problems,
       ...countryListProblems(filters.countries_include, '/filters/countries_include'),
       ...countryListProblems(filters.countries_exclude, '/filters/countries_exclude'),
+      ...ruleProblems(filters),
     ]);
     const flow = await this.#storage.flows.get(body.flow_id);
     if (flow === undefined) throw notFound('traffic flow', '/flow_id');
@@ -298,6 +306,7 @@ export class RoutingService {
       filters,
       target_url: target.url,
       redirect_code: body.redirect_code ?? 302,
+      redirect_mode: body.redirect_mode ?? 'http',
     });
     await this.#changed(flow.slug);
     return stream;
@@ -310,6 +319,7 @@ export class RoutingService {
       ...(target?.problems ?? []),
       ...countryListProblems(changes.filters?.countries_include, '/filters/countries_include'),
       ...countryListProblems(changes.filters?.countries_exclude, '/filters/countries_exclude'),
+      ...ruleProblems(changes.filters),
     ]);
     if (target !== undefined) changes.target_url = target.url;
     const after = await this.#storage.streams.update(id, changes, version);
@@ -374,11 +384,18 @@ export class RoutingService {
  * by any writer (a script, a restore) is recompiled too. Counters and target checks are not in it.
  */
 function sourceOf(flow: FlowRecord, streams: readonly StreamRecord[]): string {
-  let out = `${flow.slug}\n${flow.status}\n${flow.rotation}\n${flow.forward_query}`;
+  let out = `${flow.slug}\n${flow.status}\n${flow.rotation}\n${flow.forward_query}\n${flow.bot_action}\n${flow.timezone}\n${flow.cost_per_click}`;
   for (const s of streams) {
-    out += `\n${s.id}\t${s.type}\t${s.position}\t${s.weight}\t${s.status}\t${s.redirect_code}\t${s.target_url}\t${JSON.stringify(s.filters)}`;
+    out += `\n${s.id}\t${s.name}\t${s.type}\t${s.position}\t${s.weight}\t${s.status}\t${s.redirect_code}\t${s.redirect_mode}\t${s.target_url}\t${JSON.stringify(s.filters)}`;
   }
   return out;
+}
+
+/** What JSON Schema cannot say about a flow's fields: a time zone ICU knows. */
+function flowProblems(f: { timezone?: string | undefined }): { path: string; message: string }[] {
+  return f.timezone === undefined || isTimeZone(f.timezone)
+    ? []
+    : [{ path: '/timezone', message: `"${f.timezone}" is not an IANA time zone (e.g. UTC, Europe/Berlin)` }];
 }
 
 function notFound(what: string, path = '/id'): ApiError {

@@ -527,4 +527,24 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX click_sightings_seen ON click_sightings (first_seen_at);
     `,
   },
+  {
+    version: 11,
+    name: 'targeting: bot action, time zone and cost of a flow; redirect mode of a stream',
+    // §13. Rules live in the streams' filters JSON (no column). Cost per click in micro-units like
+    // every amount (src/storage/money.ts).
+    sqlite: `
+      ALTER TABLE traffic_flows ADD COLUMN bot_action TEXT NOT NULL DEFAULT 'route' CHECK (bot_action IN ('route', 'block', 'stream'));
+      ALTER TABLE traffic_flows ADD COLUMN timezone TEXT NOT NULL DEFAULT 'UTC';
+      ALTER TABLE traffic_flows ADD COLUMN cost_per_click_micros INTEGER NOT NULL DEFAULT 0 CHECK (cost_per_click_micros >= 0);
+      ALTER TABLE traffic_flows ADD COLUMN currency TEXT NOT NULL DEFAULT 'USD';
+      ALTER TABLE streams ADD COLUMN redirect_mode TEXT NOT NULL DEFAULT 'http' CHECK (redirect_mode IN ('http', 'meta_refresh', 'js'));
+    `,
+    postgres: `
+      ALTER TABLE traffic_flows ADD COLUMN bot_action TEXT NOT NULL DEFAULT 'route' CHECK (bot_action IN ('route', 'block', 'stream'));
+      ALTER TABLE traffic_flows ADD COLUMN timezone TEXT NOT NULL DEFAULT 'UTC';
+      ALTER TABLE traffic_flows ADD COLUMN cost_per_click_micros BIGINT NOT NULL DEFAULT 0 CHECK (cost_per_click_micros >= 0);
+      ALTER TABLE traffic_flows ADD COLUMN currency TEXT NOT NULL DEFAULT 'USD';
+      ALTER TABLE streams ADD COLUMN redirect_mode TEXT NOT NULL DEFAULT 'http' CHECK (redirect_mode IN ('http', 'meta_refresh', 'js'));
+    `,
+  },
 ];

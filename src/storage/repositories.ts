@@ -3,6 +3,7 @@ import type { Role } from '../config/index.ts';
 import type { Clock } from '../time/index.ts';
 import { toBool } from './clicks.ts';
 import { type Fence, fenceClause } from './cluster-store.ts';
+import { fromMicros, toMicros } from './money.ts';
 import { keysetPage } from './paging.ts';
 import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
 import { type ColumnKind, storableText } from './storable.ts';
@@ -77,7 +78,7 @@ export class SqlOperators implements OperatorStore {
 }
 
 const FLOW_COLUMNS =
-  'id, slug, name, status, rotation, forward_query, clicks, no_match, bots, uniques, last_click_at, version, created_at, updated_at';
+  'id, slug, name, status, rotation, forward_query, bot_action, timezone, cost_per_click_micros, currency, clicks, no_match, bots, uniques, last_click_at, version, created_at, updated_at';
 const toFlow = (r: Row): FlowRecord => ({
   id: String(r.id),
   slug: String(r.slug),
@@ -85,6 +86,10 @@ const toFlow = (r: Row): FlowRecord => ({
   status: r.status as FlowRecord['status'],
   rotation: r.rotation as FlowRecord['rotation'],
   forward_query: toBool(r.forward_query),
+  bot_action: r.bot_action as FlowRecord['bot_action'],
+  timezone: String(r.timezone),
+  cost_per_click: fromMicros(r.cost_per_click_micros),
+  currency: String(r.currency),
   clicks: toNum(r.clicks),
   no_match: toNum(r.no_match),
   bots: toNum(r.bots),
@@ -111,10 +116,30 @@ function setClause(
   return { sql: keys.map((k) => `${k} = ?`).join(', '), params: keys.map((k) => encode(k, changes[k])) };
 }
 
-const FLOW_MUTABLE = ['slug', 'name', 'status', 'rotation', 'forward_query'] as const;
-/** Booleans as both backends take them: SQLite has no boolean type (0/1), PostgreSQL's is BOOLEAN. */
+const FLOW_MUTABLE = [
+  'slug',
+  'name',
+  'status',
+  'rotation',
+  'forward_query',
+  'bot_action',
+  'timezone',
+  'cost_per_click_micros',
+  'currency',
+] as const;
+/**
+ * Values as both backends take them: booleans as 0/1 on SQLite (PostgreSQL's is BOOLEAN), money
+ * as micro-units (src/storage/money.ts).
+ */
 const encodeFlow = (dialect: string) => (k: string, v: unknown) =>
   k === 'forward_query' && dialect === 'sqlite' ? (v ? 1 : 0) : v;
+/** A flow change set with money in the column's unit. */
+function flowColumns(changes: Partial<FlowInput>): Record<string, unknown> {
+  const { cost_per_click, ...rest } = changes;
+  return cost_per_click === undefined
+    ? rest
+    : { ...rest, cost_per_click_micros: toMicros(cost_per_click) ?? 0 };
+}
 
 /** Column types of the sort keys (migration 2), which a list cursor is checked against. */
 const FLOW_SORT_KIND: Record<FlowSortKey, ColumnKind> = {
@@ -140,8 +165,9 @@ export class SqlFlows implements FlowStore {
   async create(input: FlowInput): Promise<FlowRecord> {
     const now = iso(this.#clock);
     const [row] = await this.#x.all(
-      `INSERT INTO traffic_flows (id, slug, name, status, rotation, forward_query, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${FLOW_COLUMNS}`,
+      `INSERT INTO traffic_flows (id, slug, name, status, rotation, forward_query, bot_action, timezone,
+         cost_per_click_micros, currency, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${FLOW_COLUMNS}`,
       [
         randomUUID(),
         input.slug,
@@ -149,6 +175,10 @@ export class SqlFlows implements FlowStore {
         input.status,
         input.rotation,
         encodeFlow(this.#x.dialect)('forward_query', input.forward_query ?? false),
+        input.bot_action ?? 'route',
+        input.timezone ?? 'UTC',
+        toMicros(input.cost_per_click ?? 0) ?? 0,
+        input.currency ?? 'USD',
         now,
         now,
       ],
@@ -174,7 +204,7 @@ export class SqlFlows implements FlowStore {
     changes: Partial<FlowInput>,
     expectedVersion?: number,
   ): Promise<FlowRecord | undefined> {
-    const set = setClause(changes, FLOW_MUTABLE, encodeFlow(this.#x.dialect));
+    const set = setClause(flowColumns(changes), FLOW_MUTABLE, encodeFlow(this.#x.dialect));
     const guard = expectedVersion === undefined ? '' : ' AND version = ?';
     const [row] = await this.#x.all(
       `UPDATE traffic_flows SET ${set.sql ? `${set.sql}, ` : ''}version = version + 1, updated_at = ?
@@ -211,7 +241,7 @@ export class SqlFlows implements FlowStore {
 }
 
 const STREAM_COLUMNS =
-  'id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, hits, uniques, last_hit_at, target_status, target_checked_at, target_error, version, created_at, updated_at';
+  'id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, redirect_mode, hits, uniques, last_hit_at, target_status, target_checked_at, target_error, version, created_at, updated_at';
 const toStream = (r: Row): StreamRecord => ({
   id: String(r.id),
   flow_id: String(r.flow_id),
@@ -223,6 +253,7 @@ const toStream = (r: Row): StreamRecord => ({
   filters: JSON.parse(String(r.filters)) as StreamRecord['filters'],
   target_url: String(r.target_url),
   redirect_code: toNum(r.redirect_code) as StreamRecord['redirect_code'],
+  redirect_mode: r.redirect_mode as StreamRecord['redirect_mode'],
   hits: toNum(r.hits),
   uniques: toNum(r.uniques),
   last_hit_at: toIso(r.last_hit_at),
@@ -243,6 +274,7 @@ const STREAM_MUTABLE = [
   'filters',
   'target_url',
   'redirect_code',
+  'redirect_mode',
 ] as const;
 const encodeStream = (k: string, v: unknown) => (k === 'filters' ? JSON.stringify(v) : v);
 
@@ -256,8 +288,9 @@ export class SqlStreams implements StreamStore {
   async create(s: StreamInput): Promise<StreamRecord> {
     const now = iso(this.#clock);
     const [row] = await this.#x.all(
-      `INSERT INTO streams (id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${STREAM_COLUMNS}`,
+      `INSERT INTO streams (id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code,
+         redirect_mode, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${STREAM_COLUMNS}`,
       [
         randomUUID(),
         s.flow_id,
@@ -269,6 +302,7 @@ export class SqlStreams implements StreamStore {
         JSON.stringify(s.filters),
         s.target_url,
         s.redirect_code,
+        s.redirect_mode ?? 'http',
         now,
         now,
       ],

@@ -28,10 +28,26 @@ export type StreamType = 'forced' | 'regular' | 'default';
 export type StreamStatus = 'active' | 'paused';
 export type RedirectCode = 301 | 302 | 303 | 307;
 
-export interface CountryFilters {
+/** One targeting rule of a stream (§13); checked and compiled by routing (src/routing/rules.ts). */
+export interface TargetingRule {
+  field: string;
+  op: 'is' | 'is_not';
+  values: (string | boolean)[];
+}
+
+/** A stream's filters (§8, §13): country lists, and rules joined by `logic` [and]. */
+export interface StreamFilters {
   countries_include?: string[];
   countries_exclude?: string[];
+  logic?: 'and' | 'or';
+  rules?: TargetingRule[];
 }
+/** The filters as #3 knew them: country lists only (still valid). */
+export type CountryFilters = StreamFilters;
+/** What a flow does with bots (§13). */
+export type BotAction = 'route' | 'block' | 'stream';
+/** How a stream sends the browser on (§13). */
+export type RedirectMode = 'http' | 'meta_refresh' | 'js';
 
 /** A traffic flow (§8) with its persisted counters and optimistic-concurrency version. */
 export interface FlowRecord {
@@ -42,6 +58,14 @@ export interface FlowRecord {
   rotation: Rotation;
   /** Append the incoming query string to the target's (§14). */
   forward_query: boolean;
+  /** What bots get (§13): routed like people, blocked (404), or only streams that accept them. */
+  bot_action: BotAction;
+  /** IANA time zone of the flow's `weekday`/`hour` rules and daily caps (§13). */
+  timezone: string;
+  /** Cost of each non-bot click (§13), a decimal in `currency`. */
+  cost_per_click: number;
+  /** ISO 4217 code of `cost_per_click`. */
+  currency: string;
   /** Non-bot clicks a stream took (redirected). */
   clicks: number;
   no_match: number;
@@ -64,9 +88,11 @@ export interface StreamRecord {
   position: number;
   weight: number;
   status: StreamStatus;
-  filters: CountryFilters;
+  filters: StreamFilters;
   target_url: string;
   redirect_code: RedirectCode;
+  /** `http` (status and Location), or a 200 page that moves on by `meta_refresh` or `js` (§13). */
+  redirect_mode: RedirectMode;
   hits: number;
   /** Hits that were unique clicks (§11); never more than `hits`. */
   uniques: number;
@@ -83,11 +109,19 @@ export interface StreamRecord {
 export type FlowInput = Pick<FlowRecord, 'slug' | 'name' | 'status' | 'rotation'> & {
   /** Absent: false. */
   forward_query?: boolean;
+  /** Absent: the defaults of migration 11 (route, UTC, 0, USD). */
+  bot_action?: BotAction;
+  timezone?: string;
+  cost_per_click?: number;
+  currency?: string;
 };
 export type StreamInput = Pick<
   StreamRecord,
   'flow_id' | 'name' | 'type' | 'position' | 'weight' | 'status' | 'filters' | 'target_url' | 'redirect_code'
->;
+> & {
+  /** Absent: http. */
+  redirect_mode?: RedirectMode;
+};
 
 export type SortOrder = 'asc' | 'desc';
 export const FLOW_SORT_KEYS = ['created_at', 'slug', 'name', 'clicks'] as const;

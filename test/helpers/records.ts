@@ -1,5 +1,5 @@
 import type { ClickFacts } from '../../src/clicks/index.ts';
-import type { MacroValues } from '../../src/routing/index.ts';
+import type { MacroValues, Visitor } from '../../src/routing/index.ts';
 import type { FlowRecord, NewClick, StreamRecord } from '../../src/storage/index.ts';
 
 /** A complete flow record for tests and benchmarks that compile flows without storage. */
@@ -11,6 +11,10 @@ export function flowRecord(over: Partial<FlowRecord> = {}): FlowRecord {
     status: 'active',
     rotation: 'position',
     forward_query: false,
+    bot_action: 'route',
+    timezone: 'UTC',
+    cost_per_click: 0,
+    currency: 'USD',
     clicks: 0,
     no_match: 0,
     bots: 0,
@@ -37,6 +41,7 @@ export function streamRecord(over: Partial<StreamRecord> = {}): StreamRecord {
     filters: {},
     target_url: 'https://example.com/',
     redirect_code: 302,
+    redirect_mode: 'http',
     hits: 0,
     uniques: 0,
     last_hit_at: null,
@@ -105,4 +110,20 @@ export function macroValues(
 ): MacroValues {
   const { click, ...rest } = over;
   return { country: undefined, flow: 'f', request_id: 'r', query: {}, ...rest, click: clickFacts(click) };
+}
+
+/** A visitor for the routing decision: a country, every other fact absent unless given. */
+export function visitor(
+  country: string | undefined,
+  over: Partial<Omit<Visitor, 'facts'>> & { facts?: Partial<ClickFacts> } = {},
+): Visitor {
+  const { facts, ...rest } = over;
+  return {
+    country,
+    client: undefined,
+    query: {},
+    at: Date.UTC(2026, 0, 5, 12),
+    ...rest,
+    facts: clickFacts(facts),
+  };
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { buildTarget, compileFlow, decide } from '../../src/routing/index.ts';
 import { seeded } from '../helpers/random.ts';
-import { flowRecord, macroValues, streamRecord } from '../helpers/records.ts';
+import { flowRecord, macroValues, streamRecord, visitor } from '../helpers/records.ts';
 
 const flow = flowRecord;
 const stream = streamRecord;
@@ -19,10 +19,10 @@ describe('routing decision (§8)', () => {
       stream({ id: 'forced-any', type: 'forced', position: 5 }),
       stream({ id: 'forced-first-fr', type: 'forced', position: 1, filters: { countries_include: ['FR'] } }),
     ]);
-    assert.equal(decide(f, 'DE', never)?.id, 'forced-de');
-    assert.equal(decide(f, 'FR', never)?.id, 'forced-first-fr');
-    assert.equal(decide(f, 'US', never)?.id, 'forced-any');
-    assert.equal(decide(f, undefined, never)?.id, 'forced-any');
+    assert.equal(decide(f, visitor('DE'), never)?.id, 'forced-de');
+    assert.equal(decide(f, visitor('FR'), never)?.id, 'forced-first-fr');
+    assert.equal(decide(f, visitor('US'), never)?.id, 'forced-any');
+    assert.equal(decide(f, visitor(undefined), never)?.id, 'forced-any');
   });
 
   test('regular by position: the first that passes; then the default', () => {
@@ -31,13 +31,13 @@ describe('routing decision (§8)', () => {
       stream({ id: 'a', position: 1, filters: { countries_exclude: ['US'] } }),
       stream({ id: 'def', type: 'default', position: 0 }),
     ]);
-    assert.equal(decide(f, 'DE', never)?.id, 'a');
-    assert.equal(decide(f, 'US', never)?.id, 'b');
+    assert.equal(decide(f, visitor('DE'), never)?.id, 'a');
+    assert.equal(decide(f, visitor('US'), never)?.id, 'b');
     const onlyDefault = compileFlow(flow(), [
       stream({ id: 'us', filters: { countries_include: ['US'] } }),
       stream({ id: 'def', type: 'default' }),
     ]);
-    assert.equal(decide(onlyDefault, 'DE', never)?.id, 'def');
+    assert.equal(decide(onlyDefault, visitor('DE'), never)?.id, 'def');
   });
 
   test('an unknown country passes no include filter and every exclude filter', () => {
@@ -45,8 +45,8 @@ describe('routing decision (§8)', () => {
       stream({ id: 'inc', position: 0, filters: { countries_include: ['DE'] } }),
       stream({ id: 'exc', position: 1, filters: { countries_exclude: ['DE', 'FR'] } }),
     ]);
-    assert.equal(decide(f, undefined, never)?.id, 'exc');
-    assert.equal(decide(f, 'FR', never), undefined);
+    assert.equal(decide(f, visitor(undefined), never)?.id, 'exc');
+    assert.equal(decide(f, visitor('FR'), never), undefined);
   });
 
   test('paused streams are never chosen; no stream at all is no match', () => {
@@ -54,8 +54,8 @@ describe('routing decision (§8)', () => {
       stream({ id: 'p', status: 'paused' }),
       stream({ id: 'd', type: 'default', status: 'paused' }),
     ]);
-    assert.equal(decide(f, 'DE', never), undefined);
-    assert.equal(decide(compileFlow(flow(), []), 'DE', never), undefined);
+    assert.equal(decide(f, visitor('DE'), never), undefined);
+    assert.equal(decide(compileFlow(flow(), []), visitor('DE'), never), undefined);
   });
 
   test('weighted rotation follows the weights (chi-square over 10,000 seeded decisions)', () => {
@@ -68,7 +68,7 @@ describe('routing decision (§8)', () => {
     const counts: Record<string, number> = {};
     const N = 10_000;
     for (let i = 0; i < N; i++) {
-      const id = decide(f, 'DE', random)!.id;
+      const id = decide(f, visitor('DE'), random)!.id;
       counts[id] = (counts[id] ?? 0) + 1;
     }
     assert.equal(counts.zero, undefined, 'weight 0 is never chosen');
@@ -89,7 +89,7 @@ describe('routing decision (§8)', () => {
       stream({ id: 'jp', filters: { countries_include: ['JP'] } }),
       stream({ id: 'def', type: 'default' }),
     ]);
-    assert.equal(decide(f, 'DE', seeded(1))?.id, 'def');
+    assert.equal(decide(f, visitor('DE'), seeded(1))?.id, 'def');
   });
 });
 
@@ -101,7 +101,7 @@ describe('target URL macros', () => {
         target_url: 'https://x.test/{flow}/?c={country}&s={stream}&r={request_id}&q=a%20b',
       }),
     ]);
-    const s = decide(f, 'DE', never)!;
+    const s = decide(f, visitor('DE'), never)!;
     assert.equal(
       buildTarget(s, macroValues({ country: 'DE', flow: 'sum-mer', request_id: 'a b&c' })),
       'https://x.test/sum-mer/?c=DE&s=S1&r=a%20b%26c&q=a%20b',
@@ -115,7 +115,7 @@ describe('target URL macros', () => {
   test('a macro value cannot add a line break or leave its component: it is percent-encoded', () => {
     const s = decide(
       compileFlow(flow(), [stream({ target_url: 'https://x.test/{request_id}?r={request_id}' })]),
-      'DE',
+      visitor('DE'),
       never,
     )!;
     assert.equal(
@@ -125,7 +125,11 @@ describe('target URL macros', () => {
   });
 
   test('a URL without macros is returned as is', () => {
-    const s = decide(compileFlow(flow(), [stream({ target_url: 'https://plain.test/a?b=c' })]), 'DE', never)!;
+    const s = decide(
+      compileFlow(flow(), [stream({ target_url: 'https://plain.test/a?b=c' })]),
+      visitor('DE'),
+      never,
+    )!;
     assert.equal(buildTarget(s, macroValues({ country: 'DE' })), 'https://plain.test/a?b=c');
   });
 
@@ -139,7 +143,7 @@ describe('target URL macros', () => {
       f.refused.map((r) => r.id),
       ['crlf', 'host-macro'],
     );
-    const s = decide(f, 'DE', never)!;
+    const s = decide(f, visitor('DE'), never)!;
     assert.equal(s.id, 'idn');
     assert.equal(
       buildTarget(s, macroValues({ country: 'DE', request_id: '.evil.net' })),

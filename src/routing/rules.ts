@@ -1,0 +1,336 @@
+import { BlockList, isIP } from 'node:net';
+import type { ClickFacts, QueryLike } from '../clicks/index.ts';
+import { isCountryCode } from './validation.ts';
+
+/**
+ * Stream targeting rules (§13): `filters.rules` of `{field, op: is|is_not, values}` joined by
+ * `filters.logic` (and|or). Validated when written ({@link ruleProblems}), compiled once per flow
+ * when it is cached ({@link compileRules}: sets, CIDR block lists, suffix lists, hour masks), and
+ * matched per click without allocating ({@link rulesPass}).
+ */
+
+export const RULE_FIELDS = [
+  'country',
+  'device_type',
+  'os',
+  'browser',
+  'language',
+  'ip',
+  'referrer_host',
+  'weekday',
+  'hour',
+  'is_unique',
+  'is_bot',
+] as const;
+export type RuleField = (typeof RULE_FIELDS)[number] | `param:${string}`;
+export const PARAM_FIELD = /^param:([A-Za-z0-9_.-]{1,64})$/;
+export const DEVICE_TYPES = ['desktop', 'mobile', 'tablet', 'other'] as const;
+export const WEEKDAYS = ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'] as const;
+
+export interface Rule {
+  field: string;
+  op: 'is' | 'is_not';
+  values: (string | boolean)[];
+}
+
+export interface StreamFilters {
+  countries_include?: string[];
+  countries_exclude?: string[];
+  logic?: 'and' | 'or';
+  rules?: Rule[];
+}
+
+/** What the rules look at: one click as /go (or the simulator) sees it. */
+export interface Visitor {
+  country: string | undefined;
+  facts: Pick<
+    ClickFacts,
+    'device_type' | 'os' | 'browser' | 'language' | 'referrer_host' | 'is_unique' | 'is_bot'
+  >;
+  /** The client's address (after trusted proxies); undefined when unknown. */
+  client: string | undefined;
+  query: QueryLike;
+  /** When the click happened, epoch ms. */
+  at: number;
+}
+
+/** A rule ready for matching: one of these shapes by field, plus the op. */
+type Matcher =
+  | { kind: 'set'; get: (v: Visitor) => string | null | undefined; set: ReadonlySet<string> }
+  | { kind: 'ip'; list: BlockList }
+  | { kind: 'referrer'; exact: ReadonlySet<string>; suffixes: readonly string[] }
+  | { kind: 'param'; name: string; set: ReadonlySet<string> }
+  | { kind: 'weekday'; mask: number }
+  | { kind: 'hour'; mask: number }
+  | { kind: 'bool'; get: (v: Visitor) => boolean; set: ReadonlySet<boolean> };
+
+export interface CompiledRule {
+  field: string;
+  negate: boolean;
+  matcher: Matcher;
+}
+
+export interface CompiledRules {
+  any: boolean;
+  rules: readonly CompiledRule[];
+  /** The flow's IANA time zone, for weekday and hour. */
+  timezone: string;
+}
+
+const lower = (s: string) => s.toLowerCase();
+const getters: Record<string, (v: Visitor) => string | null | undefined> = {
+  country: (v) => v.country,
+  device_type: (v) => v.facts.device_type,
+  os: (v) => (v.facts.os === null ? null : lower(v.facts.os)),
+  browser: (v) => (v.facts.browser === null ? null : lower(v.facts.browser)),
+  language: (v) => v.facts.language,
+};
+
+/** `"9-17"` → hours 9..17; `"22-3"` wraps midnight; `"5"` is one hour. Undefined when malformed. */
+export function hourMask(range: string): number | undefined {
+  const m = /^(\d{1,2})(?:-(\d{1,2}))?$/.exec(range);
+  if (m === null) return undefined;
+  const from = Number(m[1]);
+  const to = m[2] === undefined ? from : Number(m[2]);
+  if (from > 23 || to > 23) return undefined;
+  let mask = 0;
+  for (let h = from; ; h = (h + 1) % 24) {
+    mask |= 1 << h;
+    if (h === to) break;
+  }
+  return mask;
+}
+
+function compileRule(rule: Rule): CompiledRule {
+  const strings = rule.values.filter((x): x is string => typeof x === 'string');
+  const negate = rule.op === 'is_not';
+  const field = rule.field;
+  const param = PARAM_FIELD.exec(field);
+  let matcher: Matcher;
+  if (param !== null) matcher = { kind: 'param', name: param[1]!, set: new Set(strings) };
+  else if (field === 'ip') {
+    const list = new BlockList();
+    for (const cidr of strings) {
+      const [addr, bits] = cidr.split('/') as [string, string | undefined];
+      const family = isIP(addr) === 6 ? 'ipv6' : 'ipv4';
+      list.addSubnet(addr, bits === undefined ? (family === 'ipv6' ? 128 : 32) : Number(bits), family);
+    }
+    matcher = { kind: 'ip', list };
+  } else if (field === 'referrer_host') {
+    const exact = new Set<string>();
+    const suffixes: string[] = [];
+    for (const h of strings.map(lower)) {
+      // `*.example.com` matches example.com's subdomains (and, as people mean it, example.com).
+      if (h.startsWith('*.')) {
+        suffixes.push(h.slice(1));
+        exact.add(h.slice(2));
+      } else exact.add(h);
+    }
+    matcher = { kind: 'referrer', exact, suffixes };
+  } else if (field === 'weekday') {
+    let mask = 0;
+    for (const d of strings) mask |= 1 << WEEKDAYS.indexOf(lower(d) as (typeof WEEKDAYS)[number]);
+    matcher = { kind: 'weekday', mask };
+  } else if (field === 'hour') {
+    let mask = 0;
+    for (const r of strings) mask |= hourMask(r) ?? 0;
+    matcher = { kind: 'hour', mask };
+  } else if (field === 'is_unique' || field === 'is_bot') {
+    const key = field;
+    matcher = {
+      kind: 'bool',
+      get: (v) => v.facts[key],
+      set: new Set(rule.values.filter((x): x is boolean => typeof x === 'boolean')),
+    };
+  } else {
+    const fold = field === 'os' || field === 'browser' || field === 'language' || field === 'device_type';
+    matcher = {
+      kind: 'set',
+      get: getters[field]!,
+      set: new Set(fold ? strings.map(lower) : strings.map((s) => s.toUpperCase())),
+    };
+  }
+  return { field, negate, matcher };
+}
+
+/** Rules compiled once per flow (cache fill); undefined when the stream has none. */
+export function compileRules(filters: StreamFilters, timezone: string): CompiledRules | undefined {
+  if (!filters.rules?.length) return undefined;
+  return { any: filters.logic === 'or', rules: filters.rules.map(compileRule), timezone };
+}
+
+/** `::ffff:1.2.3.4` (an IPv4 client on a dual-stack socket) as the IPv4 address it is. */
+function plainAddress(a: string): string {
+  return a.startsWith('::ffff:') && a.indexOf('.') !== -1 ? a.slice(7) : a;
+}
+
+const localCache = new Map<string, { minute: number; weekday: number; hour: number }>();
+const formats = new Map<string, Intl.DateTimeFormat>();
+/**
+ * Weekday (0 = Sunday) and hour of `at` in `timezone`. Worked out once a minute per time zone
+ * (offsets change on minute boundaries at most), so a click pays a map lookup, not ICU.
+ */
+export function localTime(at: number, timezone: string): { weekday: number; hour: number } {
+  const minute = Math.floor(at / 60_000);
+  const hit = localCache.get(timezone);
+  if (hit !== undefined && hit.minute === minute) return hit;
+  let f = formats.get(timezone);
+  if (f === undefined) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: timezone,
+      weekday: 'short',
+      hour: 'numeric',
+      hourCycle: 'h23',
+    });
+    formats.set(timezone, f);
+  }
+  let weekday = 0;
+  let hour = 0;
+  for (const p of f.formatToParts(minute * 60_000)) {
+    if (p.type === 'weekday') weekday = WEEKDAYS.indexOf(lower(p.value) as (typeof WEEKDAYS)[number]);
+    else if (p.type === 'hour') hour = Number(p.value) % 24;
+  }
+  const entry = { minute, weekday, hour };
+  // A rule set with an unknown time zone is refused when written; this map holds one per zone used.
+  localCache.set(timezone, entry);
+  return entry;
+}
+
+/**
+ * Whether one rule's field matches (before `is_not` is applied); `undefined` when the click has no
+ * value for the field (no country, no language, no such parameter): such a rule fails `is` and
+ * passes `is_not` (§13).
+ */
+function matches(m: Matcher, v: Visitor, timezone: string): boolean | undefined {
+  switch (m.kind) {
+    case 'set': {
+      const x = m.get(v);
+      return x === null || x === undefined ? undefined : m.set.has(x);
+    }
+    case 'ip': {
+      if (v.client === undefined) return undefined;
+      const a = plainAddress(v.client);
+      const family = isIP(a);
+      return family === 0 ? undefined : m.list.check(a, family === 6 ? 'ipv6' : 'ipv4');
+    }
+    case 'referrer': {
+      const h = v.facts.referrer_host;
+      if (h === null) return undefined;
+      if (m.exact.has(h)) return true;
+      for (let i = 0; i < m.suffixes.length; i++) if (h.endsWith(m.suffixes[i]!)) return true;
+      return false;
+    }
+    case 'param': {
+      const raw = v.query[m.name];
+      if (raw === undefined) return undefined;
+      if (typeof raw === 'string') return m.set.has(raw);
+      for (let i = 0; i < raw.length; i++) if (m.set.has(raw[i]!)) return true;
+      return false;
+    }
+    case 'weekday':
+      return (m.mask & (1 << localTime(v.at, timezone).weekday)) !== 0;
+    case 'hour':
+      return (m.mask & (1 << localTime(v.at, timezone).hour)) !== 0;
+    case 'bool':
+      return m.set.has(m.get(v));
+  }
+}
+
+/** One rule's verdict for a click (`is_not` applied; an unknown value fails `is`, passes `is_not`). */
+export function rulePasses(r: CompiledRule, v: Visitor, timezone: string): boolean {
+  const hit = matches(r.matcher, v, timezone);
+  return hit === undefined ? r.negate : hit !== r.negate;
+}
+
+/** Whether a stream's rules let the click through: all of them (`and`) or any (`or`). */
+export function rulesPass(c: CompiledRules, v: Visitor): boolean {
+  const rules = c.rules;
+  if (c.any) {
+    for (let i = 0; i < rules.length; i++) if (rulePasses(rules[i]!, v, c.timezone)) return true;
+    return false;
+  }
+  for (let i = 0; i < rules.length; i++) if (!rulePasses(rules[i]!, v, c.timezone)) return false;
+  return true;
+}
+
+/** Whether rules accept a bot (`bot_action: stream`): they pass some `is_bot` rule with `true`. */
+export function acceptsBots(filters: StreamFilters): boolean {
+  return (filters.rules ?? []).some(
+    (r) => r.field === 'is_bot' && r.values.includes(true) !== (r.op === 'is_not'),
+  );
+}
+
+interface Problem {
+  path: string;
+  message: string;
+}
+
+const CIDR_V4 = /^(\d{1,3}\.){3}\d{1,3}(\/\d{1,2})?$/;
+
+function cidrProblem(value: string): string | undefined {
+  const [addr, bits, extra] = value.split('/');
+  const family = isIP(addr ?? '');
+  if (family === 0 || extra !== undefined) return 'is not an IPv4 or IPv6 address or CIDR block';
+  if (family === 4 && !CIDR_V4.test(value)) return 'is not an IPv4 or IPv6 address or CIDR block';
+  if (bits === undefined) return undefined;
+  const n = Number(bits);
+  const max = family === 4 ? 32 : 128;
+  return /^\d{1,3}$/.test(bits) && n <= max ? undefined : `has a prefix length outside 0–${max}`;
+}
+
+const HOST = /^(\*\.)?([a-z0-9-]{1,63}\.)*[a-z0-9-]{1,63}$/i;
+
+/** Every problem with a stream's rules and logic, each naming the rule, field and value (§13). */
+export function ruleProblems(filters: StreamFilters | undefined, base = '/filters'): Problem[] {
+  const out: Problem[] = [];
+  for (const [i, rule] of (filters?.rules ?? []).entries()) {
+    const at = `${base}/rules/${i}`;
+    const field = rule.field;
+    const known = (RULE_FIELDS as readonly string[]).includes(field) || PARAM_FIELD.test(field);
+    if (!known) {
+      out.push({
+        path: `${at}/field`,
+        message: `"${field}" is not a rule field; expected one of ${RULE_FIELDS.join(', ')} or param:NAME`,
+      });
+      continue;
+    }
+    const bool = field === 'is_unique' || field === 'is_bot';
+    for (const [j, value] of rule.values.entries()) {
+      const vp = `${at}/values/${j}`;
+      const say = (message: string) => out.push({ path: vp, message: `${JSON.stringify(value)} ${message}` });
+      if (bool) {
+        if (typeof value !== 'boolean') say(`is not a boolean; ${field} takes true or false`);
+        continue;
+      }
+      if (typeof value !== 'string') {
+        say(`is not a string; ${field} takes strings`);
+        continue;
+      }
+      if (field === 'country' && !isCountryCode(value.toUpperCase()))
+        say('is not an ISO 3166-1 alpha-2 country code (e.g. DE)');
+      else if (field === 'device_type' && !(DEVICE_TYPES as readonly string[]).includes(lower(value)))
+        say(`is not a device type; expected one of ${DEVICE_TYPES.join(', ')}`);
+      else if (field === 'language' && !/^[a-z]{2,3}$/i.test(value))
+        say('is not a primary language subtag (e.g. de, en)');
+      else if (field === 'ip') {
+        const p = cidrProblem(value);
+        if (p !== undefined) say(p);
+      } else if (field === 'referrer_host' && !HOST.test(value)) say('is not a host name or *.suffix');
+      else if (field === 'weekday' && !(WEEKDAYS as readonly string[]).includes(lower(value)))
+        say('is not a weekday; expected one of mon, tue, wed, thu, fri, sat, sun');
+      else if (field === 'hour' && hourMask(value) === undefined)
+        say('is not an hour range; expected "H" or "H-H" with hours 0–23, e.g. "9-17" or "22-3"');
+    }
+  }
+  return out;
+}
+
+/** True for a time zone name ICU knows (e.g. `Europe/Berlin`, `UTC`). */
+export function isTimeZone(tz: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,229 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
+import type { TestNode } from '../helpers/node.ts';
+import { seeded } from '../helpers/random.ts';
+import { BACKENDS } from '../storage/backends.ts';
+
+const CHROME =
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
+const IPHONE =
+  'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1';
+const BOT = 'facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)';
+const FALLBACK = 'https://fallback.test/lost';
+
+for (const backend of BACKENDS) {
+  describe(`targeting and traffic hygiene on ${backend.name} (§13)`, async () => {
+    const available = await backend.available();
+    const it = (name: string, fn: () => Promise<void>) =>
+      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
+    let t: TestNode;
+    let admin: string;
+    before(async () => {
+      if (!available) return;
+      t = await backend.startNode({ random: seeded(5), yaml: `routing:\n  fallback_url: ${FALLBACK}\n` });
+      admin = await t.token('admin');
+    });
+    after(async () => {
+      if (available) await t.close();
+    });
+
+    const call = async <T>(path: string, body: unknown, status = 200): Promise<T> => {
+      const res = await t.acp(path, admin, body);
+      const json = (await res.json()) as T;
+      assert.equal(res.status, status, `${path}: ${JSON.stringify(json)}`);
+      return json;
+    };
+    const go = async (path: string, headers: Record<string, string> = {}) => {
+      const res = await fetch(`${t.url}/go/${path}`, {
+        redirect: 'manual',
+        headers: { 'user-agent': CHROME, ...headers },
+      });
+      return { res, body: await res.text() };
+    };
+    const flowWith = (slug: string, extra: Record<string, unknown> = {}) =>
+      call<FlowRecord>('/acp/traffic-flows/create', { slug, name: slug, ...extra });
+    const streamOf = (flow: FlowRecord, extra: Record<string, unknown>) =>
+      call<StreamRecord>('/acp/streams/create', { flow_id: flow.id, name: 's', type: 'regular', ...extra });
+
+    it('flow and stream fields round-trip through the ACP; bad ones are named', async () => {
+      const flow = await flowWith('tgt-fields', {
+        bot_action: 'stream',
+        timezone: 'Europe/Berlin',
+        cost_per_click: 0.025,
+        currency: 'EUR',
+      });
+      assert.deepEqual(
+        [flow.bot_action, flow.timezone, flow.cost_per_click, flow.currency],
+        ['stream', 'Europe/Berlin', 0.025, 'EUR'],
+      );
+      const plain = await flowWith('tgt-defaults');
+      assert.deepEqual(
+        [plain.bot_action, plain.timezone, plain.cost_per_click, plain.currency],
+        ['route', 'UTC', 0, 'USD'],
+      );
+      const s = await streamOf(flow, {
+        target_url: 'https://x.test/',
+        redirect_mode: 'js',
+        filters: { logic: 'or', rules: [{ field: 'device_type', op: 'is', values: ['mobile'] }] },
+      });
+      assert.equal(s.redirect_mode, 'js');
+      assert.deepEqual(s.filters, {
+        logic: 'or',
+        rules: [{ field: 'device_type', op: 'is', values: ['mobile'] }],
+      });
+      const updated = await call<FlowRecord>('/acp/traffic-flows/update', {
+        id: flow.id,
+        cost_per_click: 1.5,
+      });
+      assert.equal(updated.cost_per_click, 1.5);
+
+      const badZone = await call<{ error: { code: string; message: string } }>(
+        '/acp/traffic-flows/create',
+        { slug: 'tgt-bad', name: 'x', timezone: 'Mars/Olympus' },
+        400,
+      );
+      assert.equal(badZone.error.code, 'validation.invalid_input');
+      assert.match(badZone.error.message, /\/timezone: "Mars\/Olympus" is not an IANA time zone/);
+      const badRule = await call<{ error: { message: string } }>(
+        '/acp/streams/create',
+        {
+          flow_id: flow.id,
+          name: 'bad',
+          type: 'regular',
+          target_url: 'https://x.test/',
+          filters: { rules: [{ field: 'ip', op: 'is', values: ['300.1.1.1/8'] }] },
+        },
+        400,
+      );
+      assert.match(badRule.error.message, /\/filters\/rules\/0\/values\/0: "300.1.1.1\/8" is not an IPv4/);
+      const badMode = await call<{ error: { message: string } }>(
+        '/acp/streams/update',
+        { id: s.id, redirect_mode: 'iframe' },
+        400,
+      );
+      assert.match(badMode.error.message, /redirect_mode must be one of "http", "meta_refresh", "js"/);
+    });
+
+    it('rules route by device, language and parameter; an unmatched click goes to the fallback URL', async () => {
+      const flow = await flowWith('tgt-rules', { cost_per_click: 0.1 });
+      const mobile = await streamOf(flow, {
+        position: 0,
+        target_url: 'https://mobile.test/',
+        filters: {
+          rules: [
+            { field: 'device_type', op: 'is', values: ['mobile'] },
+            { field: 'language', op: 'is', values: ['de'] },
+          ],
+        },
+      });
+      await streamOf(flow, {
+        position: 1,
+        target_url: 'https://fb.test/',
+        filters: { rules: [{ field: 'param:src', op: 'is', values: ['fb'] }] },
+      });
+      const m = await go('tgt-rules', { 'user-agent': IPHONE, 'accept-language': 'de-DE,de;q=0.9' });
+      assert.equal(m.res.headers.get('location'), 'https://mobile.test/');
+      const wrongLanguage = await go('tgt-rules?src=fb', { 'user-agent': IPHONE, 'accept-language': 'fr' });
+      assert.equal(wrongLanguage.res.headers.get('location'), 'https://fb.test/');
+      const none = await go('tgt-rules', { 'accept-language': 'de' });
+      assert.equal(none.res.status, 302);
+      assert.equal(none.res.headers.get('location'), FALLBACK);
+      const clickId = none.res.headers.get('x-click-id');
+      assert.ok(clickId, 'a click sent to the fallback still has its id');
+
+      await t.node.clickLog.persist();
+      const routed = await t.node.storage.clicks.get(m.res.headers.get('x-click-id')!);
+      assert.equal(routed?.stream_id, mobile.id);
+      assert.equal(routed?.cost, 0.1, 'a non-bot click carries the flow cost');
+      const lost = await t.node.storage.clicks.get(clickId);
+      assert.equal(lost?.outcome, 'no_match');
+      assert.equal(lost?.stream_id, null);
+    });
+
+    it('an unknown slug goes to the fallback URL too', async () => {
+      const { res } = await go('tgt-no-such-flow');
+      assert.equal(res.status, 302);
+      assert.equal(res.headers.get('location'), FALLBACK);
+      assert.ok(res.headers.get('x-request-id'));
+    });
+
+    it('bot_action block answers bots 404 and logs them as bots; route sends them on', async () => {
+      const blocked = await flowWith('tgt-block', { bot_action: 'block', cost_per_click: 0.2 });
+      await streamOf(blocked, { type: 'default', target_url: 'https://offer.test/' });
+      const bot = await go('tgt-block', { 'user-agent': BOT });
+      assert.equal(bot.res.status, 404);
+      const botId = bot.res.headers.get('x-click-id')!;
+      assert.ok(botId);
+      const person = await go('tgt-block');
+      assert.equal(person.res.headers.get('location'), 'https://offer.test/');
+      await t.node.clickLog.persist();
+      const stored = await t.node.storage.clicks.get(botId);
+      assert.deepEqual([stored?.outcome, stored?.is_bot, stored?.cost], ['bot', true, 0]);
+
+      const routed = await flowWith('tgt-route');
+      await streamOf(routed, { type: 'default', target_url: 'https://offer.test/r' });
+      assert.equal(
+        (await go('tgt-route', { 'user-agent': BOT })).res.headers.get('location'),
+        'https://offer.test/r',
+      );
+    });
+
+    it('bot_action stream sends bots only to a stream whose rules accept them, people never there', async () => {
+      const flow = await flowWith('tgt-safe', { bot_action: 'stream' });
+      await streamOf(flow, {
+        type: 'forced',
+        target_url: 'https://safe.test/',
+        filters: { rules: [{ field: 'is_bot', op: 'is', values: [true] }] },
+      });
+      await streamOf(flow, { type: 'default', target_url: 'https://offer.test/' });
+      assert.equal(
+        (await go('tgt-safe', { 'user-agent': BOT })).res.headers.get('location'),
+        'https://safe.test/',
+      );
+      assert.equal((await go('tgt-safe')).res.headers.get('location'), 'https://offer.test/');
+
+      const none = await flowWith('tgt-safe-none', { bot_action: 'stream' });
+      await streamOf(none, { type: 'default', target_url: 'https://offer.test/' });
+      const lost = await go('tgt-safe-none', { 'user-agent': BOT });
+      assert.equal(lost.res.status, 404, 'a bot with no stream for bots: 404, not the fallback');
+    });
+
+    it('meta_refresh and js streams answer a small page that moves on, hides the referrer and is not cached', async () => {
+      for (const mode of ['meta_refresh', 'js'] as const) {
+        const flow = await flowWith(`tgt-${mode.replace('_', '-')}`);
+        await streamOf(flow, {
+          type: 'default',
+          target_url: 'https://offer.test/?id={click_id}&a=1',
+          redirect_mode: mode,
+        });
+        const { res, body } = await go(`tgt-${mode.replace('_', '-')}`);
+        assert.equal(res.status, 200);
+        assert.equal(res.headers.get('content-type'), 'text/html; charset=utf-8');
+        assert.equal(res.headers.get('cache-control'), 'no-store');
+        assert.equal(res.headers.get('referrer-policy'), 'no-referrer');
+        assert.equal(res.headers.get('location'), null);
+        const id = res.headers.get('x-click-id')!;
+        assert.ok(res.headers.get('x-request-id'));
+        assert.match(body, /<meta name="referrer" content="no-referrer">/);
+        if (mode === 'meta_refresh')
+          assert.ok(body.includes(`content="0;url=https://offer.test/?id=${id}&amp;a=1"`), body);
+        else assert.ok(body.includes(`location.replace("https://offer.test/?id=${id}&a=1")`), body);
+        assert.equal(Number(res.headers.get('content-length')), Buffer.byteLength(body));
+      }
+    });
+
+    it('the country comes from the built-in database when no trusted header says it', async () => {
+      const flow = await flowWith('tgt-geo');
+      await streamOf(flow, { type: 'default', target_url: 'https://geo.test/{country}' });
+      // 127.0.0.1 is a trusted proxy by default: the client is the X-Forwarded-For address.
+      const geo = await go('tgt-geo', { 'x-forwarded-for': '8.8.8.8' });
+      assert.equal(geo.res.headers.get('location'), 'https://geo.test/US');
+      assert.equal(geo.res.headers.get('x-client-country-code'), 'US');
+      const header = await go('tgt-geo', { 'x-forwarded-for': '8.8.8.8', 'cf-ipcountry': 'DE' });
+      assert.equal(header.res.headers.get('location'), 'https://geo.test/DE', 'the trusted header wins');
+      const local = await go('tgt-geo');
+      assert.equal(local.res.headers.get('x-client-country-code'), null, 'loopback has no country');
+    });
+  });
+}
