@@ -37,7 +37,7 @@ import {
   registerMetricsRoute,
 } from './http/index.ts';
 import { HttpClient } from './http-client/index.ts';
-import { RoutingService, registerGoRoute } from './routing/index.ts';
+import { RoutingService, registerGoRoute, simulate } from './routing/index.ts';
 import { openStorage, type Storage } from './storage/index.ts';
 import { DEFAULT_SCOPE, taskRunner } from './tasks/index.ts';
 import { createLogger, type Logger, Telemetry } from './telemetry/index.ts';
@@ -286,7 +286,8 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       lifecycle.defer(() => uniquenessExchange.stop());
     }
 
-    const app = createServer({ config, logger, telemetry, serverId, geo: loadGeoCountry(config.routing) });
+    const geo = loadGeoCountry(config.routing);
+    const app = createServer({ config, logger, telemetry, serverId, geo });
     const graceMs = config.app.server.shutdown_timeout_ms;
     // The server drains while running tasks get the same grace period.
     lifecycle.defer(async () => {
@@ -322,7 +323,19 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       audit,
     });
     registerSystemRoutes(acp, { config, mode, telemetry, redactor });
-    registerRoutingRoutes(acp, { routing, telemetry, commit: build.commit });
+    const simulator = {
+      load: async (slug: string) => routing.cache.peek(slug) ?? (await routing.cache.load(slug)),
+      describer: clickDescriber,
+      clock,
+      geo,
+      fallbackUrl: config.routing.fallback_url,
+    };
+    registerRoutingRoutes(acp, {
+      routing,
+      telemetry,
+      commit: build.commit,
+      simulate: (input) => simulate(simulator, input),
+    });
     registerClickRoutes(acp, {
       clicks: storage.clicks,
       conversions: storage.conversions,

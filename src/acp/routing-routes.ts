@@ -1,6 +1,7 @@
-import type { RoutingService } from '../routing/index.ts';
+import type { RoutingService, SimulateInput, Simulation } from '../routing/index.ts';
 import {
   FlowCreateBody,
+  SimulateBody,
   FlowListBody,
   FlowUpdateBody,
   IdBody,
@@ -15,6 +16,8 @@ export interface RoutingRoutesDeps {
   routing: RoutingService;
   telemetry: Telemetry;
   commit: string;
+  /** The routing simulator (§16): `/go/:slug`'s decision for a described click, explained. */
+  simulate: (input: SimulateInput) => Promise<Simulation>;
 }
 
 /**
@@ -23,7 +26,7 @@ export interface RoutingRoutesDeps {
  * create, update and delete for admins, each audited (`flow.create`, `stream.delete`, …).
  */
 export function registerRoutingRoutes(acp: AcpRouter, deps: RoutingRoutesDeps): void {
-  const { routing, telemetry, commit } = deps;
+  const { routing, telemetry, commit, simulate } = deps;
   // The target of a create is what was created; of an update or delete, the id the caller named.
   const created = ({ result }: { result: unknown }) => (result as { id: string }).id;
   const named = ({ body }: { body: { id: string } }) => body.id;
@@ -33,6 +36,12 @@ export function registerRoutingRoutes(acp: AcpRouter, deps: RoutingRoutesDeps): 
     commit,
   });
 
+  acp.add({
+    path: '/acp/routing/simulate',
+    role: 'viewer',
+    body: SimulateBody,
+    handler: ({ body }) => simulate(body),
+  });
   acp.add({
     path: '/acp/traffic-flows/list',
     role: 'viewer',

@@ -27,6 +27,13 @@ export {
 export * from './schemas.ts';
 export { type RoutingOptions, RoutingService } from './service.ts';
 export {
+  SimulateBody,
+  type SimulateInput,
+  type Simulation,
+  type SimulatorDeps,
+  simulate,
+} from './simulate.ts';
+export {
   isCountryCode,
   MACROS,
   normaliseTargetUrl,

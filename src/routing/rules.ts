@@ -68,6 +68,8 @@ export interface CompiledRule {
   field: string;
   negate: boolean;
   matcher: Matcher;
+  /** The rule as written (the simulator explains with it). */
+  source: Rule;
 }
 
 export interface CompiledRules {
@@ -150,7 +152,7 @@ function compileRule(rule: Rule): CompiledRule {
       set: new Set(fold ? strings.map(lower) : strings.map((s) => s.toUpperCase())),
     };
   }
-  return { field, negate, matcher };
+  return { field, negate, matcher, source: rule };
 }
 
 /** Rules compiled once per flow (cache fill); undefined when the stream has none. */

@@ -18,6 +18,7 @@ const RULES: Record<string, Role> = {
   '/acp/cron-tasks/list': 'viewer',
   '/acp/cron-tasks/run': 'operator',
   '/acp/http-client/recent-failures': 'operator',
+  '/acp/routing/simulate': 'viewer',
   '/acp/traffic-flows/list': 'viewer',
   '/acp/traffic-flows/create': 'admin',
   '/acp/traffic-flows/update': 'admin',

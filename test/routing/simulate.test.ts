@@ -1,0 +1,153 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { Simulation } from '../../src/routing/index.ts';
+import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
+import type { TestNode } from '../helpers/node.ts';
+import { seeded } from '../helpers/random.ts';
+import { BACKENDS } from '../storage/backends.ts';
+
+const IPHONE =
+  'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1';
+const CHROME =
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
+
+for (const backend of BACKENDS) {
+  describe(`routing simulator on ${backend.name} (§16)`, async () => {
+    const available = await backend.available();
+    const it = (name: string, fn: () => Promise<void>) =>
+      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
+    let t: TestNode;
+    let admin: string;
+    let viewer: string;
+    let flow: FlowRecord;
+    const streams: Record<string, StreamRecord> = {};
+    before(async () => {
+      if (!available) return;
+      t = await backend.startNode({ random: seeded(9) });
+      admin = await t.token('admin');
+      viewer = await t.token('viewer', 'sim-viewer');
+      flow = await call<FlowRecord>(admin, '/acp/traffic-flows/create', {
+        slug: 'sim',
+        name: 'sim',
+        timezone: 'Europe/Berlin',
+      });
+      const add = async (name: string, body: Record<string, unknown>) => {
+        streams[name] = await call<StreamRecord>(admin, '/acp/streams/create', {
+          flow_id: flow.id,
+          name,
+          ...body,
+        });
+      };
+      await add('de-forced', {
+        type: 'forced',
+        position: 0,
+        target_url: 'https://de.test/',
+        filters: { countries_include: ['DE'] },
+      });
+      await add('mobile-office', {
+        type: 'regular',
+        position: 1,
+        target_url: 'https://m.test/?c={click_id}&s={sub1}',
+        filters: {
+          rules: [
+            { field: 'device_type', op: 'is', values: ['mobile'] },
+            { field: 'hour', op: 'is', values: ['9-17'] },
+          ],
+        },
+      });
+      await add('default', {
+        type: 'default',
+        position: 2,
+        target_url: 'https://default.test/',
+        redirect_mode: 'js',
+      });
+    });
+    after(async () => {
+      if (available) await t.close();
+    });
+
+    async function call<T>(token: string, path: string, body: unknown, status = 200): Promise<T> {
+      const res = await t.acp(path, token, body);
+      const json = (await res.json()) as T;
+      assert.equal(res.status, status, `${path}: ${JSON.stringify(json)}`);
+      return json;
+    }
+    const sim = (body: Record<string, unknown>, status = 200) =>
+      call<Simulation>(viewer, '/acp/routing/simulate', { slug: 'sim', ...body }, status);
+
+    it('explains a forced stream taking the click, the rest skipped', async () => {
+      const r = await sim({ country: 'de', user_agent: CHROME });
+      assert.equal(r.outcome, 'redirect');
+      assert.deepEqual(r.stream, { id: streams['de-forced']!.id, name: 'de-forced', type: 'forced' });
+      assert.equal(r.location, 'https://de.test/');
+      assert.equal(r.status, 302);
+      assert.deepEqual(
+        r.trace.map((s) => [s.name, s.result]),
+        [
+          ['de-forced', 'pass'],
+          ['mobile-office', 'skipped'],
+          ['default', 'skipped'],
+        ],
+      );
+    });
+
+    it('rule by rule: a phone at 10:00 Berlin time takes the rules stream, at 20:00 it falls to the default', async () => {
+      const morning = await sim({
+        country: 'FR',
+        user_agent: IPHONE,
+        at: '2026-03-02T09:00:00Z', // 10:00 in Berlin
+        query: 'sub1=ad7',
+      });
+      assert.equal(morning.stream?.name, 'mobile-office');
+      assert.match(morning.location!, /^https:\/\/m\.test\/\?c=[A-Za-z0-9_-]+&s=ad7$/);
+      assert.equal(morning.trace[0]!.result, 'fail');
+      assert.equal(morning.trace[0]!.reason, 'country FR is not in countries_include');
+      assert.equal(morning.click.device_type, 'mobile');
+
+      const evening = await sim({ country: 'FR', user_agent: IPHONE, at: '2026-03-02T19:00:00Z' });
+      assert.equal(evening.stream?.name, 'default');
+      assert.equal(evening.status, 200, 'a js stream answers a page');
+      assert.equal(evening.redirect_mode, 'js');
+      const rules = evening.trace.find((s) => s.name === 'mobile-office')!;
+      assert.equal(rules.result, 'fail');
+      assert.match(
+        rules.reason,
+        /rule 0 \(device_type is \["mobile"\]\): pass; rule 1 \(hour is \["9-17"\]\): fail/,
+      );
+    });
+
+    it('counts nothing and logs no click', async () => {
+      const before = (await call<{ items: FlowRecord[] }>(viewer, '/acp/traffic-flows/list', {})).items.find(
+        (f) => f.slug === 'sim',
+      )!;
+      for (let i = 0; i < 3; i++) await sim({ country: 'DE', user_agent: CHROME });
+      await t.node.clickLog.persist();
+      await t.node.routing.persistCounters();
+      const afterList = (
+        await call<{ items: FlowRecord[] }>(viewer, '/acp/traffic-flows/list', {})
+      ).items.find((f) => f.slug === 'sim')!;
+      assert.equal(afterList.clicks, before.clicks);
+      const logged = await t.node.storage.clicks.list({ filter: { flow_id: flow.id }, limit: 10 });
+      assert.equal(logged.items.length, 0);
+    });
+
+    it('a bot, an unknown slug and bad input', async () => {
+      const bot = await sim({ user_agent: 'Googlebot/2.1 (+http://www.google.com/bot.html)', country: 'DE' });
+      assert.equal(bot.outcome, 'bot');
+      assert.equal(bot.click.is_bot, true);
+      const none = await sim({ slug: 'no-such-flow' });
+      assert.equal(none.outcome, 'no_match');
+      assert.equal(none.stream, null);
+      assert.equal(none.trace.at(-1)?.reason, 'no flow with this slug');
+      const bad = await call<{ error: { code: string } }>(
+        viewer,
+        '/acp/routing/simulate',
+        { slug: 'sim', at: 'yesterday' },
+        400,
+      );
+      assert.equal(bad.error.code, 'validation.invalid_input');
+      const anonymous = await t.acp('/acp/routing/simulate', undefined, { slug: 'sim' });
+      assert.equal(anonymous.status, 401);
+    });
+  });
+}
