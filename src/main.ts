@@ -11,6 +11,7 @@ import {
   registerCronRoutes,
   registerHttpClientRoutes,
   registerOperatorRoutes,
+  registerReportRoutes,
   registerRoutingRoutes,
   registerSystemRoutes,
 } from './acp/index.ts';
@@ -343,6 +344,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       telemetry,
       commit: build.commit,
     });
+    registerReportRoutes(acp, { storage });
     registerHttpClientRoutes(acp, httpClient);
     registerCronRoutes(acp, scheduler);
     registerClusterRoutes(acp, { storage, election, serverId, cluster: config.cluster });

@@ -1,10 +1,10 @@
 import type { RoutingService, SimulateInput, Simulation } from '../routing/index.ts';
 import {
   FlowCreateBody,
-  SimulateBody,
   FlowListBody,
   FlowUpdateBody,
   IdBody,
+  SimulateBody,
   StreamCreateBody,
   StreamListBody,
   StreamUpdateBody,

@@ -21,6 +21,14 @@ export { fromMicros, MAX_MONEY, MICROS, toMicros } from './money.ts';
 export { decodeCursor, encodeCursor } from './paging.ts';
 export { openPostgres, type PostgresOptions } from './postgres.ts';
 export { isUnavailable } from './postgres-executor.ts';
+export {
+  REPORT_COLUMNS,
+  type ReportColumn,
+  type ReportFilter,
+  type ReportGroup,
+  type ReportSpec,
+  type ReportStore,
+} from './reports.ts';
 export { openSqlite } from './sqlite.ts';
 export {
   CLICK_ID_PATTERN,

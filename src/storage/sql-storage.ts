@@ -7,6 +7,7 @@ import { SqlConversions } from './conversions.ts';
 import { addCounters } from './counters.ts';
 import { MIGRATIONS } from './migrations.ts';
 import type { QueryStats } from './query-stats.ts';
+import { type ReportStore, SqlReports } from './reports.ts';
 import { SqlFlows, SqlOperators, SqlStreams } from './repositories.ts';
 import { SqlSightings } from './sightings.ts';
 import { type SqlExecutor, toNum } from './sql.ts';
@@ -51,6 +52,7 @@ export class SqlStorage implements Storage {
   readonly conversions: ConversionStore;
   readonly audit: AuditStore;
   readonly sightings: SightingStore;
+  readonly reports: ReportStore;
   readonly #b: Backend;
   readonly #clock: Clock;
   readonly #guard: BatchGuard;
@@ -66,6 +68,7 @@ export class SqlStorage implements Storage {
     this.#guard = new BatchGuard(backend.exec, clock);
     this.clicks = new SqlClicks(backend.exec, this.#guard);
     this.conversions = new SqlConversions(backend.exec, clock);
+    this.reports = new SqlReports(backend.exec);
     this.audit = new SqlAudit(backend.exec, clock);
     this.sightings = new SqlSightings(backend.exec);
   }

@@ -1,5 +1,6 @@
 import type { Role } from '../config/index.ts';
 import type { ClusterStore, Fence } from './cluster-store.ts';
+import type { ReportStore } from './reports.ts';
 
 export type StorageDriver = 'sqlite' | 'postgres';
 
@@ -569,6 +570,8 @@ export interface Storage {
   readonly audit: AuditStore;
   /** First sightings of visitors that nodes share for uniqueness (§11). */
   readonly sightings: SightingStore;
+  /** Grouped sums over the click log and the conversions (§15). */
+  readonly reports: ReportStore;
   /** Applies pending versioned migrations; idempotent and safe when nodes start together. */
   migrate(): Promise<void>;
   /** Resolves when the database answers a trivial query. */

@@ -19,6 +19,7 @@ const RULES: Record<string, Role> = {
   '/acp/cron-tasks/run': 'operator',
   '/acp/http-client/recent-failures': 'operator',
   '/acp/routing/simulate': 'viewer',
+  '/acp/reports/query': 'viewer',
   '/acp/traffic-flows/list': 'viewer',
   '/acp/traffic-flows/create': 'admin',
   '/acp/traffic-flows/update': 'admin',

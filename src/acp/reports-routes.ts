@@ -1,0 +1,23 @@
+import { type ReportQuery, ReportQueryBody, reportCsv, runReport } from '../reports/index.ts';
+import type { Storage } from '../storage/index.ts';
+import type { AcpRouter } from './acp-router.ts';
+
+/**
+ * `POST /acp/reports/query` (§15, viewer): the report as JSON, or as CSV (`format: csv`, a header
+ * row, `text/csv`) that a spreadsheet opens with the same numbers.
+ */
+export function registerReportRoutes(acp: AcpRouter, deps: { storage: Storage }): void {
+  acp.add({
+    path: '/acp/reports/query',
+    role: 'viewer',
+    body: ReportQueryBody,
+    handler: async ({ body, reply }) => {
+      const q = body as ReportQuery;
+      const report = await runReport(deps.storage, q);
+      if (q.format !== 'csv') return report;
+      reply.type('text/csv; charset=utf-8');
+      reply.header('content-disposition', 'attachment; filename="sluice-report.csv"');
+      return reportCsv(report, q.group_by ?? []);
+    },
+  });
+}

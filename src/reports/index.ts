@@ -1,0 +1,10 @@
+export { metricsOf, type Report, type ReportRow, reportCsv, runReport } from './engine.ts';
+export {
+  DIMENSION_KEYS,
+  DIMENSIONS,
+  type Dimension,
+  METRICS,
+  type Metric,
+  type ReportQuery,
+  ReportQueryBody,
+} from './schema.ts';

@@ -1,0 +1,95 @@
+import { type Static, Type } from '@sinclair/typebox';
+
+/** Dimensions a report groups by (§15). */
+export const DIMENSIONS = [
+  'day',
+  'hour',
+  'flow',
+  'stream',
+  'country',
+  'device_type',
+  'os',
+  'browser',
+  'language',
+  'sub1',
+  'sub2',
+  'sub3',
+  'sub4',
+  'sub5',
+  'sub6',
+  'sub7',
+  'sub8',
+  'sub9',
+  'sub10',
+  'outcome',
+] as const;
+export type Dimension = (typeof DIMENSIONS)[number];
+
+/** Metrics of every row and of the totals (§15), in the order a CSV lists them. */
+export const METRICS = [
+  'clicks',
+  'uniques',
+  'bots',
+  'no_match',
+  'leads',
+  'sales',
+  'rejected',
+  'conversions',
+  'revenue',
+  'cost',
+  'profit',
+  'cr',
+  'epc',
+  'roi',
+] as const;
+export type Metric = (typeof METRICS)[number];
+
+/** The keys a dimension gives a row: `flow` → flow_id and flow_slug, `stream` → stream_id and stream_name. */
+export const DIMENSION_KEYS: Record<Dimension, readonly string[]> = Object.fromEntries(
+  DIMENSIONS.map((d) => [
+    d,
+    d === 'flow' ? ['flow_id', 'flow_slug'] : d === 'stream' ? ['stream_id', 'stream_name'] : [d],
+  ]),
+) as unknown as Record<Dimension, readonly string[]>;
+
+const lit = <T extends string>(values: readonly T[]) => Type.Union(values.map((v) => Type.Literal(v)));
+const Id = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' });
+/** ISO-8601: a date (`2026-11-23`), or a date-time with or without an offset. */
+const When = Type.String({
+  minLength: 10,
+  maxLength: 40,
+  pattern: '^\\d{4}-\\d{2}-\\d{2}([T ]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?(Z|[+-]\\d{2}:?\\d{2})?)?$',
+});
+const SORT_KEYS = [...METRICS, ...new Set(Object.values(DIMENSION_KEYS).flat())] as string[];
+
+/** `POST /acp/reports/query` (§15). */
+export const ReportQueryBody = Type.Object(
+  {
+    from: When,
+    to: When,
+    group_by: Type.Optional(Type.Array(lit(DIMENSIONS), { maxItems: 3, uniqueItems: true, default: [] })),
+    filter: Type.Optional(
+      Type.Object(
+        {
+          flow_id: Type.Optional(Id),
+          stream_id: Type.Optional(Id),
+          country: Type.Optional(Type.String({ pattern: '^[A-Z]{2}$' })),
+          is_bot: Type.Optional(Type.Boolean()),
+          currency: Type.Optional(Type.String({ pattern: '^[A-Z]{3}$' })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    timezone: Type.Optional(Type.String({ minLength: 1, maxLength: 64, default: 'UTC' })),
+    sort: Type.Optional(
+      Type.Object(
+        { by: lit(SORT_KEYS), order: Type.Optional(lit(['asc', 'desc'] as const)) },
+        { additionalProperties: false },
+      ),
+    ),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, default: 1000 })),
+    format: Type.Optional(lit(['json', 'csv'] as const)),
+  },
+  { additionalProperties: false },
+);
+export type ReportQuery = Static<typeof ReportQueryBody>;

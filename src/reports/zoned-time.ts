@@ -1,0 +1,93 @@
+/**
+ * Wall-clock time in an IANA zone, both ways, from ICU (no time zone data of our own): what a
+ * report's `from`/`to` mean when written without an offset, and which local day and hour a UTC
+ * bucket falls in.
+ */
+const formats = new Map<string, Intl.DateTimeFormat>();
+function format(tz: string): Intl.DateTimeFormat {
+  let f = formats.get(tz);
+  if (f === undefined) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: tz,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+    });
+    formats.set(tz, f);
+  }
+  return f;
+}
+
+/** Local fields of an instant in a zone. */
+export function localParts(
+  ms: number,
+  tz: string,
+): { y: number; mo: number; d: number; h: number; mi: number; s: number } {
+  const out = { y: 0, mo: 0, d: 0, h: 0, mi: 0, s: 0 };
+  for (const p of format(tz).formatToParts(ms)) {
+    if (p.type === 'year') out.y = Number(p.value);
+    else if (p.type === 'month') out.mo = Number(p.value);
+    else if (p.type === 'day') out.d = Number(p.value);
+    else if (p.type === 'hour') out.h = Number(p.value) % 24;
+    else if (p.type === 'minute') out.mi = Number(p.value);
+    else if (p.type === 'second') out.s = Number(p.value);
+  }
+  return out;
+}
+
+/** The zone's offset from UTC at an instant, in ms (Berlin in winter: +3,600,000). */
+export function offsetAt(ms: number, tz: string): number {
+  const p = localParts(ms, tz);
+  return Date.UTC(p.y, p.mo - 1, p.d, p.h, p.mi, p.s) - Math.floor(ms / 1000) * 1000;
+}
+
+/**
+ * The instant a local wall-clock time names in a zone. A time skipped by a DST change moves
+ * forward by the gap; a repeated one is its first occurrence.
+ */
+export function zonedToUtc(local: number, tz: string): number {
+  const first = local - offsetAt(local, tz);
+  const second = local - offsetAt(first, tz);
+  return Math.min(first, second);
+}
+
+/** `YYYY-MM-DD` and `YYYY-MM-DDTHH:00` of an instant in a zone. */
+export function localLabels(ms: number, tz: string): { day: string; hour: string } {
+  const p = localParts(ms, tz);
+  const day = `${p.y}-${String(p.mo).padStart(2, '0')}-${String(p.d).padStart(2, '0')}`;
+  return { day, hour: `${day}T${String(p.h).padStart(2, '0')}:00` };
+}
+
+/**
+ * An ISO-8601 `from`/`to` as an instant: with `Z` or an offset it is that instant; a date or a
+ * date-time without one is wall-clock time in the report's zone. NaN when it names no date.
+ */
+export function parseWhen(text: string, tz: string): number {
+  const m =
+    /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}:?\d{2})?)?$/.exec(
+      text,
+    );
+  if (m === null) return Number.NaN;
+  const [, y, mo, d, h = '0', mi = '0', s = '0', frac = '', zone] = m;
+  const ms = Number(frac.padEnd(3, '0').slice(0, 3));
+  const local = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s), ms);
+  // Date.UTC rolls 2026-02-30 over to March: a date that does not exist is refused instead.
+  const check = new Date(local);
+  if (
+    check.getUTCMonth() !== Number(mo) - 1 ||
+    check.getUTCDate() !== Number(d) ||
+    Number(h) > 23 ||
+    Number(mi) > 59 ||
+    Number(s) > 59
+  )
+    return Number.NaN;
+  if (zone === undefined) return zonedToUtc(local, tz);
+  if (zone === 'Z') return local;
+  const sign = zone[0] === '-' ? -1 : 1;
+  const digits = zone.slice(1).replace(':', '');
+  return local - sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2))) * 60_000;
+}

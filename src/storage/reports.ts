@@ -1,0 +1,175 @@
+import type { Row, SqlExecutor } from './sql.ts';
+import { toNum } from './sql.ts';
+
+/** Click-log columns a report may group by (§15); the same names exist on `conversions`. */
+export const REPORT_COLUMNS = [
+  'flow_id',
+  'stream_id',
+  'country',
+  'device_type',
+  'os',
+  'browser',
+  'language',
+  'sub1',
+  'sub2',
+  'sub3',
+  'sub4',
+  'sub5',
+  'sub6',
+  'sub7',
+  'sub8',
+  'sub9',
+  'sub10',
+  'outcome',
+] as const;
+export type ReportColumn = (typeof REPORT_COLUMNS)[number];
+
+export interface ReportFilter {
+  flow_id?: string | undefined;
+  stream_id?: string | undefined;
+  country?: string | undefined;
+  is_bot?: boolean | undefined;
+  /** Only money in this currency: flows whose `currency` it is, conversions paid in it. */
+  currency?: string | undefined;
+}
+
+/** One aggregation over the click log and the conversions, in UTC, by fixed-size time buckets. */
+export interface ReportSpec {
+  /** UTC instants, ISO-8601; `to` exclusive. */
+  from: string;
+  to: string;
+  columns: readonly ReportColumn[];
+  /** Seconds per time bucket (900 or 3600), or 0 for no time grouping. */
+  bucketSeconds: number;
+  filter: ReportFilter;
+}
+
+/** A group as the database sums it: the bucket (epoch seconds / bucketSeconds), the columns, sums. */
+export interface ReportGroup {
+  bucket: number | null;
+  values: (string | null)[];
+  clicks: number;
+  uniques: number;
+  bots: number;
+  no_match: number;
+  cost_micros: number;
+  leads: number;
+  sales: number;
+  rejected: number;
+  revenue_micros: number;
+}
+
+export interface ReportStore {
+  /** Click groups and conversion groups (by the postback's arrival), summed by the database. */
+  aggregate(spec: ReportSpec): Promise<{ clicks: ReportGroup[]; conversions: ReportGroup[] }>;
+  /** Currencies with money in the selection: flows with a cost per click that had clicks, conversions paid. */
+  currencies(spec: ReportSpec): Promise<string[]>;
+}
+
+/**
+ * Reports read the click log and the conversions directly (§15): one grouped scan of each over the
+ * range's index, summed by the database; the report engine (src/reports) turns buckets into days
+ * and hours of the report's time zone and adds the formulas.
+ */
+export class SqlReports implements ReportStore {
+  readonly #x: SqlExecutor;
+  constructor(x: SqlExecutor) {
+    this.#x = x;
+  }
+
+  #bucket(seconds: number): string {
+    if (seconds === 0) return 'NULL';
+    return this.#x.dialect === 'sqlite'
+      ? `(CAST(strftime('%s', created_at) AS INTEGER) / ${seconds})`
+      : `FLOOR(EXTRACT(EPOCH FROM created_at) / ${seconds})::bigint`;
+  }
+
+  #where(spec: ReportSpec, table: 'clicks' | 'conversions'): { sql: string; params: unknown[] } {
+    const f = spec.filter;
+    const parts = ['created_at >= ?', 'created_at < ?'];
+    const params: unknown[] = [spec.from, spec.to];
+    if (f.flow_id !== undefined) {
+      parts.push('flow_id = ?');
+      params.push(f.flow_id);
+    }
+    if (f.stream_id !== undefined) {
+      parts.push('stream_id = ?');
+      params.push(f.stream_id);
+    }
+    if (f.country !== undefined) {
+      parts.push('country = ?');
+      params.push(f.country);
+    }
+    if (f.is_bot !== undefined) {
+      parts.push('is_bot = ?');
+      params.push(this.#x.dialect === 'sqlite' ? (f.is_bot ? 1 : 0) : f.is_bot);
+    }
+    if (f.currency !== undefined) {
+      if (table === 'clicks') parts.push('flow_id IN (SELECT id FROM traffic_flows WHERE currency = ?)');
+      else parts.push('currency = ?');
+      params.push(f.currency);
+    }
+    return { sql: parts.join(' AND '), params };
+  }
+
+  async aggregate(spec: ReportSpec): Promise<{ clicks: ReportGroup[]; conversions: ReportGroup[] }> {
+    const cols = spec.columns;
+    const select = cols.length === 0 ? '' : `, ${cols.join(', ')}`;
+    const group = ['bucket', ...cols].join(', ');
+    const bucket = this.#bucket(spec.bucketSeconds);
+    const cw = this.#where(spec, 'clicks');
+    const clickRows = await this.#x.all(
+      `SELECT ${bucket} AS bucket${select},
+         SUM(CASE WHEN outcome = 'redirect' THEN 1 ELSE 0 END) AS clicks,
+         SUM(CASE WHEN outcome = 'redirect' AND is_unique THEN 1 ELSE 0 END) AS uniques,
+         SUM(CASE WHEN outcome = 'bot' THEN 1 ELSE 0 END) AS bots,
+         SUM(CASE WHEN outcome = 'no_match' THEN 1 ELSE 0 END) AS no_match,
+         SUM(cost_micros) AS cost_micros
+       FROM clicks WHERE ${cw.sql} GROUP BY ${group}`,
+      cw.params,
+    );
+    const vw = this.#where(spec, 'conversions');
+    const conversionRows = await this.#x.all(
+      `SELECT ${bucket} AS bucket${select},
+         SUM(CASE WHEN status = 'lead' THEN 1 ELSE 0 END) AS leads,
+         SUM(CASE WHEN status = 'sale' THEN 1 ELSE 0 END) AS sales,
+         SUM(CASE WHEN status = 'rejected' THEN 1 ELSE 0 END) AS rejected,
+         SUM(CASE WHEN status = 'rejected' THEN 0 ELSE payout_micros END) AS revenue_micros
+       FROM conversions WHERE ${vw.sql} GROUP BY ${group}`,
+      vw.params,
+    );
+    return {
+      clicks: clickRows.map((r) => groupOf(r, cols)),
+      conversions: conversionRows.map((r) => groupOf(r, cols)),
+    };
+  }
+
+  async currencies(spec: ReportSpec): Promise<string[]> {
+    const cw = this.#where(spec, 'clicks');
+    const vw = this.#where(spec, 'conversions');
+    const rows = await this.#x.all(
+      `SELECT currency FROM traffic_flows
+         WHERE id IN (SELECT DISTINCT flow_id FROM clicks WHERE ${cw.sql} AND cost_micros > 0)
+       UNION
+       SELECT DISTINCT currency FROM conversions WHERE ${vw.sql} AND status <> 'rejected' AND payout_micros > 0`,
+      [...cw.params, ...vw.params],
+    );
+    return rows.map((r) => String(r.currency)).sort();
+  }
+}
+
+function groupOf(r: Row, cols: readonly ReportColumn[]): ReportGroup {
+  return {
+    bucket: r.bucket === null || r.bucket === undefined ? null : toNum(r.bucket),
+    values: cols.map((c) => (r[c] === null || r[c] === undefined ? null : String(r[c]))),
+    clicks: toNum(r.clicks),
+    uniques: toNum(r.uniques),
+    bots: toNum(r.bots),
+    no_match: toNum(r.no_match),
+    cost_micros: toNum(r.cost_micros),
+    leads: toNum(r.leads),
+    sales: toNum(r.sales),
+    rejected: toNum(r.rejected),
+    revenue_micros: toNum(r.revenue_micros),
+  };
+}

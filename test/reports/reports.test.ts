@@ -1,0 +1,253 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { Report } from '../../src/reports/index.ts';
+import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
+import type { Clock } from '../../src/time/index.ts';
+import type { TestNode } from '../helpers/node.ts';
+import { seeded } from '../helpers/random.ts';
+import { BACKENDS } from '../storage/backends.ts';
+
+const IPHONE =
+  'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1';
+const CHROME =
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
+const BOT = 'Googlebot/2.1 (+http://www.google.com/bot.html)';
+
+/** Real time moved to a fixed morning: every click of the test falls in one UTC hour (10:20–11:00). */
+const START = Date.UTC(2026, 2, 10, 10, 20);
+const origin = Date.now();
+const clock: Clock = { now: () => START + (Date.now() - origin), monotonic: () => performance.now() };
+
+/** One click as the test sends it, and what it expects the report to count. */
+interface Sent {
+  country: string;
+  ua: string;
+  ip: string;
+  sub1?: string;
+}
+
+for (const backend of BACKENDS) {
+  describe(`reports on ${backend.name} (§15)`, async () => {
+    const available = await backend.available();
+    const it = (name: string, fn: () => Promise<void>) =>
+      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
+    let t: TestNode;
+    let admin: string;
+    let flow: FlowRecord;
+    let other: FlowRecord;
+    let deStream: StreamRecord;
+    const ids: Record<string, string[]> = { DE: [], FR: [] };
+    let bots = 0;
+    const COST = 0.25;
+
+    const call = async <T>(path: string, body: unknown, status = 200): Promise<T> => {
+      const res = await t.acp(path, admin, body);
+      const json = (await res.json()) as T;
+      assert.equal(res.status, status, `${path}: ${JSON.stringify(json)}`);
+      return json;
+    };
+    const click = async (slug: string, s: Sent) => {
+      const res = await fetch(`${t.url}/go/${slug}${s.sub1 ? `?sub1=${s.sub1}` : ''}`, {
+        redirect: 'manual',
+        headers: { 'user-agent': s.ua, 'cf-ipcountry': s.country, 'x-forwarded-for': s.ip },
+      });
+      await res.arrayBuffer();
+      return res.headers.get('x-click-id')!;
+    };
+    const postback = async (query: string) => {
+      const res = await fetch(`${t.url}/postback?${query}`);
+      assert.equal(res.status, 200, await res.text());
+    };
+    const report = (body: Record<string, unknown>, status = 200) =>
+      call<Report>('/acp/reports/query', { from: '2026-03-10', to: '2026-03-11', ...body }, status);
+
+    before(async () => {
+      if (!available) return;
+      t = await backend.startNode({ random: seeded(2), clock });
+      admin = await t.token('admin');
+      flow = await call<FlowRecord>('/acp/traffic-flows/create', {
+        slug: 'rep',
+        name: 'rep',
+        cost_per_click: COST,
+      });
+      deStream = await call<StreamRecord>('/acp/streams/create', {
+        flow_id: flow.id,
+        name: 'germany',
+        type: 'forced',
+        target_url: 'https://de.test/',
+        filters: { countries_include: ['DE'] },
+      });
+      await call('/acp/streams/create', {
+        flow_id: flow.id,
+        name: 'rest',
+        type: 'default',
+        target_url: 'https://x.test/',
+      });
+      // A flow with only a German stream: the French click on it is a no-match.
+      other = await call<FlowRecord>('/acp/traffic-flows/create', { slug: 'rep-other', name: 'other' });
+      await call('/acp/streams/create', {
+        flow_id: other.id,
+        name: 'de-only',
+        type: 'regular',
+        target_url: 'https://de.test/',
+        filters: { countries_include: ['DE'] },
+      });
+      for (let i = 0; i < 3; i++)
+        ids.DE!.push(
+          await click('rep', { country: 'DE', ua: IPHONE, ip: `203.0.113.${i + 1}`, sub1: 'a,b' }),
+        );
+      for (let i = 0; i < 2; i++)
+        ids.FR!.push(await click('rep', { country: 'FR', ua: CHROME, ip: `198.51.100.${i + 1}` }));
+      // The same French visitor again: a click, not a unique one.
+      ids.FR!.push(await click('rep', { country: 'FR', ua: CHROME, ip: '198.51.100.1' }));
+      await click('rep', { country: 'DE', ua: BOT, ip: '203.0.113.99' });
+      bots++;
+      await click('rep-other', { country: 'FR', ua: CHROME, ip: '198.51.100.7' });
+      await postback(`click_id=${ids.DE![0]}&status=sale&payout=10.5&txid=o1`);
+      await postback(`click_id=${ids.DE![1]}&status=rejected&payout=5&txid=o2`);
+      await postback(`click_id=${ids.FR![0]}&status=lead&payout=1.25`);
+      // The same sale sent again with a new payout: one conversion, the latest payout.
+      await postback(`click_id=${ids.DE![0]}&status=sale&payout=12&txid=o1`);
+      await t.node.clickLog.persist();
+    });
+    after(async () => {
+      if (available) await t.close();
+    });
+
+    it('by country: exact clicks, uniques, bots, conversions of each status, revenue, cost and the formulas', async () => {
+      const r = await report({ group_by: ['country'], filter: { flow_id: flow.id } });
+      const by = Object.fromEntries(r.rows.map((row) => [row.country, row]));
+      const de = by.DE!;
+      const fr = by.FR!;
+      assert.deepEqual(
+        [de.clicks, de.uniques, de.bots, de.no_match, de.leads, de.sales, de.rejected, de.conversions],
+        [3, 3, bots, 0, 0, 1, 1, 1],
+      );
+      assert.equal(de.revenue, 12);
+      assert.equal(de.cost, 3 * COST);
+      assert.equal(de.profit, 12 - 3 * COST);
+      assert.equal(de.cr, Math.round((1 / 3) * 1e6) / 1e6);
+      assert.equal(de.epc, 4);
+      assert.equal(de.roi, Math.round(((12 - 3 * COST) / (3 * COST)) * 1e6) / 1e6);
+      assert.deepEqual([fr.clicks, fr.uniques, fr.leads, fr.revenue, fr.cost], [3, 2, 1, 1.25, 3 * COST]);
+      assert.equal(r.totals.clicks, 6);
+      assert.equal(r.totals.revenue, 13.25);
+      assert.equal(r.totals.conversions, 2);
+      assert.equal(r.currency, 'USD');
+      assert.equal(r.rows[0]!.country, 'DE', 'sorted by clicks, then country');
+    });
+
+    it('no_match and outcome; flow and stream carry their names; sub-ids group too', async () => {
+      const o = await report({ group_by: ['flow', 'outcome'] });
+      const lost = o.rows.find((r) => r.flow_id === other.id && r.outcome === 'no_match')!;
+      assert.equal(lost.flow_slug, 'rep-other');
+      assert.equal(lost.no_match, 1);
+      assert.equal(lost.clicks, 0);
+      const s = await report({ group_by: ['stream'], filter: { flow_id: flow.id, is_bot: false } });
+      const de = s.rows.find((r) => r.stream_id === deStream.id)!;
+      assert.equal(de.stream_name, 'germany');
+      assert.equal(de.clicks, 3);
+      const subs = await report({ group_by: ['sub1'], filter: { flow_id: flow.id, country: 'DE' } });
+      assert.deepEqual(
+        subs.rows.map((r) => [r.sub1, r.clicks, r.bots]),
+        [
+          ['a,b', 3, 0],
+          [null, 0, 1],
+        ],
+      );
+    });
+
+    it('days and hours in the report time zone; a half-hour zone folds exactly', async () => {
+      const day = await report({ group_by: ['day'], filter: { flow_id: flow.id } });
+      assert.deepEqual(
+        day.rows.map((r) => [r.day, r.clicks]),
+        [['2026-03-10', 6]],
+      );
+      const kolkata = await report({
+        group_by: ['hour'],
+        timezone: 'Asia/Kolkata',
+        filter: { flow_id: flow.id },
+      });
+      // 10:20–11:00 UTC is 15:50–16:30 in Kolkata (+05:30): two local hours, split where 16:00 falls.
+      const hours = kolkata.rows.map((r) => r.hour);
+      for (const h of hours) assert.ok(h === '2026-03-10T15:00' || h === '2026-03-10T16:00', String(h));
+      assert.equal(
+        kolkata.rows.reduce((n, r) => n + Number(r.clicks), 0),
+        6,
+      );
+      const elapsedMin = (clock.now() - START) / 60_000;
+      if (elapsedMin < 10)
+        assert.deepEqual(hours, ['2026-03-10T15:00'], 'clicks before 10:30 UTC are 15:xx in Kolkata');
+      const none = await report({ from: '2026-03-11', to: '2026-03-12', group_by: ['day'] });
+      assert.deepEqual(none.rows, []);
+      assert.equal(none.totals.clicks, 0);
+      assert.equal(none.totals.roi, null);
+    });
+
+    it('CSV: a header row and the same numbers; formulas are not run by a spreadsheet', async () => {
+      const res = await t.acp('/acp/reports/query', admin, {
+        from: '2026-03-10',
+        to: '2026-03-11',
+        group_by: ['country'],
+        filter: { flow_id: flow.id },
+        format: 'csv',
+      });
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get('content-type')!, /^text\/csv/);
+      const lines = (await res.text()).trimEnd().split('\r\n');
+      assert.equal(
+        lines[0],
+        'country,clicks,uniques,bots,no_match,leads,sales,rejected,conversions,revenue,cost,profit,cr,epc,roi',
+      );
+      const json = await report({ group_by: ['country'], filter: { flow_id: flow.id } });
+      assert.equal(lines.length, json.rows.length + 1);
+      for (const [i, row] of json.rows.entries()) {
+        const cells = lines[i + 1]!.split(',');
+        assert.equal(cells[0], row.country);
+        assert.equal(Number(cells[9]), row.revenue);
+        assert.equal(Number(cells[11]), row.profit);
+      }
+    });
+
+    it('bad queries are refused with the field named; mixed currencies are never summed', async () => {
+      const badDim = await call<{ error: { code: string; message: string } }>(
+        '/acp/reports/query',
+        { from: '2026-03-10', to: '2026-03-11', group_by: ['colour'] },
+        400,
+      );
+      assert.equal(badDim.error.code, 'validation.invalid_input');
+      const badZone = await report({ timezone: 'Moon/Base' }, 400);
+      assert.match((badZone as unknown as { error: { message: string } }).error.message, /\/timezone/);
+      const backwards = await report({ from: '2026-03-11', to: '2026-03-10' }, 400);
+      assert.match(
+        (backwards as unknown as { error: { message: string } }).error.message,
+        /\/to: must be after from/,
+      );
+      const eur = await call<FlowRecord>('/acp/traffic-flows/create', {
+        slug: 'rep-eur',
+        name: 'eur',
+        cost_per_click: 1,
+        currency: 'EUR',
+      });
+      await call('/acp/streams/create', {
+        flow_id: eur.id,
+        name: 'x',
+        type: 'default',
+        target_url: 'https://x.test/',
+      });
+      await click('rep-eur', { country: 'DE', ua: CHROME, ip: '203.0.113.50' });
+      await t.node.clickLog.persist();
+      const mixed = await report({ group_by: ['flow'] }, 400);
+      assert.match(
+        (mixed as unknown as { error: { message: string } }).error.message,
+        /mix money in EUR, USD/,
+      );
+      const onlyEur = await report({ group_by: ['flow'], filter: { currency: 'EUR' } });
+      assert.deepEqual(
+        onlyEur.rows.map((r) => [r.flow_slug, r.clicks, r.cost]),
+        [['rep-eur', 1, 1]],
+      );
+      assert.equal(onlyEur.currency, 'EUR');
+    });
+  });
+}
