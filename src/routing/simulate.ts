@@ -82,7 +82,7 @@ export interface SimulatorDeps {
 }
 
 const describeRule = (r: CompiledRule, i: number) =>
-  `rule ${i} (${r.field} ${r.negate ? 'is not' : 'is'} ${JSON.stringify(r.source.values)})`;
+  `rule ${i + 1} (${r.field} ${r.negate ? 'is not' : 'is'} ${JSON.stringify(r.source.values)})`;
 
 /**
  * The routing decision of `/go/:slug` for a described click, explained stream by stream and rule

@@ -112,7 +112,7 @@ for (const backend of BACKENDS) {
       assert.equal(rules.result, 'fail');
       assert.match(
         rules.reason,
-        /rule 0 \(device_type is \["mobile"\]\): pass; rule 1 \(hour is \["9-17"\]\): fail/,
+        /rule 1 \(device_type is \["mobile"\]\): pass; rule 2 \(hour is \["9-17"\]\): fail/,
       );
     });
 

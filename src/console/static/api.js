@@ -50,6 +50,17 @@ export async function acp(path, body = {}) {
   return json;
 }
 
+/** A POST whose answer is text (a report as CSV); errors as {@link acp}. */
+export async function acpText(path, body = {}) {
+  const res = await fetch(path, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${session.token ?? ''}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  if (!res.ok) throw new AcpError(res.status, await res.json().catch(() => ({})));
+  return res.text();
+}
+
 const RANK = { viewer: 0, operator: 1, admin: 2 };
 /** True when `role` is at least `required` — only to hide what the API would refuse anyway. */
 export const can = (role, required) => (RANK[role] ?? -1) >= RANK[required];
@@ -65,7 +76,10 @@ export function fieldErrors(err) {
       .split('/')
       .filter(Boolean);
     const field = parts[0] === 'filters' && parts[1] ? parts[1] : (parts[0] ?? '_');
-    out[field] ??= d.message;
+    // A rule's problem names the rule: "rule 2: "300.1.1.1/8" is not an IPv4 … address".
+    const message =
+      field === 'rules' && parts[2] !== undefined ? `rule ${Number(parts[2]) + 1}: ${d.message}` : d.message;
+    out[field] ??= message;
   }
   return out;
 }

@@ -7,6 +7,7 @@ import { FlowsPage } from './flows.js';
 import { OperatorsPage } from './operators.js';
 import { OverviewPage } from './overview.js';
 import { ProceduresPage } from './procedures.js';
+import { ReportsPage } from './reports.js';
 import { RoutesPage } from './routes.js';
 import { TasksPage } from './tasks.js';
 import { ErrorLine, POLL_MS } from './ui.js';
@@ -21,6 +22,7 @@ const PAGES = [
   { hash: '#/flows', label: 'Flows & streams', Page: FlowsPage },
   { hash: '#/clicks', label: 'Clicks', Page: ClicksPage },
   { hash: '#/conversions', label: 'Conversions', Page: ConversionsPage },
+  { hash: '#/reports', label: 'Reports', Page: ReportsPage },
   { hash: '#/procedures', label: 'Procedures', Page: ProceduresPage },
   // Admin only: drawn in the navigation for admins alone (the API refuses the rest anyway).
   { hash: '#/operators', label: 'Operators', Page: OperatorsPage, role: 'admin' },

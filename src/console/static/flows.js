@@ -89,11 +89,13 @@ function EditForm({ title, fields, initial, onSave, onCancel }) {
     ${fields.map(
       (f) => html`<${Field} key=${f.name} name=${f.name} label=${f.label} errors=${errors}>
         ${
-          f.type === 'select'
-            ? html`<select id=${`f-${f.name}`} name=${f.name} value=${values[f.name]} onChange=${set(f.name)}>
+          f.type === 'rules'
+            ? html`<${RulesEditor} value=${values[f.name]} onChange=${(v) => setValues((x) => ({ ...x, [f.name]: v }))} />`
+            : f.type === 'select'
+              ? html`<select id=${`f-${f.name}`} name=${f.name} value=${values[f.name]} onChange=${set(f.name)}>
                 ${f.options.map((o) => html`<option value=${o}>${o}</option>`)}
               </select>`
-            : html`<input id=${`f-${f.name}`} name=${f.name} type=${f.type === 'number' ? 'number' : 'text'}
+              : html`<input id=${`f-${f.name}`} name=${f.name} type=${f.type === 'number' ? 'number' : 'text'} step=${f.type === 'number' ? 'any' : undefined}
                 value=${values[f.name]} onInput=${set(f.name)} placeholder=${f.placeholder ?? ''}
                 aria-invalid=${errors[f.name] ? 'true' : undefined} aria-describedby=${errors[f.name] ? `e-${f.name}` : undefined} />`
         }
@@ -126,25 +128,28 @@ function toBody(fields, values, initial, id) {
         ? raw === ''
           ? raw
           : Number(raw)
-        : f.type === 'countries'
-          ? String(raw)
-              .split(/[\s,]+/)
-              .filter(Boolean)
-              .map((c) => c.toUpperCase())
-          : f.name === 'redirect_code'
-            ? Number(raw)
-            : f.bool
-              ? raw === 'true'
-              : raw;
+        : f.type === 'rules'
+          ? rulesToApi(raw)
+          : f.type === 'countries'
+            ? String(raw)
+                .split(/[\s,]+/)
+                .filter(Boolean)
+                .map((c) => c.toUpperCase())
+            : f.name === 'redirect_code'
+              ? Number(raw)
+              : f.bool
+                ? raw === 'true'
+                : raw;
     if (
       id === undefined ||
       JSON.stringify(v) !== JSON.stringify(f.toForm ? f.toForm(initial) : initial[f.name])
     ) {
       if (f.type === 'countries') body.filters = { ...body.filters, [f.name]: v };
+      else if (f.type === 'rules') body.filters = { ...body.filters, ...v };
       else body[f.name] = v;
     }
   }
-  // An edit of one country list keeps the other: filters are replaced as a whole.
+  // An edit of one part of the filters keeps the others: filters are replaced as a whole.
   if (id !== undefined && body.filters) {
     for (const f of fields.filter((x) => x.type === 'countries')) {
       body.filters[f.name] ??= String(values[f.name])
@@ -152,6 +157,8 @@ function toBody(fields, values, initial, id) {
         .filter(Boolean)
         .map((c) => c.toUpperCase());
     }
+    for (const f of fields.filter((x) => x.type === 'rules'))
+      if (body.filters.rules === undefined) Object.assign(body.filters, rulesToApi(values[f.name]));
   }
   return body;
 }
@@ -207,6 +214,15 @@ const FLOW_FIELDS = [
     options: ['false', 'true'],
     bool: true,
   },
+  {
+    name: 'bot_action',
+    label: 'Bots: route (like people), block (404), stream (only streams whose rules accept bots)',
+    type: 'select',
+    options: ['route', 'block', 'stream'],
+  },
+  { name: 'timezone', label: 'Time zone of weekday and hour rules (IANA)', type: 'text', placeholder: 'UTC' },
+  { name: 'cost_per_click', label: 'Cost per click', type: 'number' },
+  { name: 'currency', label: 'Currency (ISO 4217)', type: 'text', placeholder: 'USD' },
 ];
 const STREAM_FIELDS = [
   { name: 'name', label: 'Name', type: 'text' },
@@ -232,7 +248,94 @@ const STREAM_FIELDS = [
     type: 'text',
   },
   { name: 'redirect_code', label: 'Redirect code', type: 'select', options: ['302', '301', '303', '307'] },
+  {
+    name: 'redirect_mode',
+    label: 'Redirect mode (meta_refresh and js answer a page that hides the referrer)',
+    type: 'select',
+    options: ['http', 'meta_refresh', 'js'],
+  },
+  {
+    name: 'rules',
+    label: 'Targeting rules',
+    type: 'rules',
+    toForm: (s) => ({
+      logic: s.filters?.logic ?? 'and',
+      rules: (s.filters?.rules ?? []).map((r) => ({ ...r, values: r.values.join(', ') })),
+    }),
+  },
 ];
+
+/** Rule fields (§13) and what their values look like, for the editor's hints. */
+const RULE_FIELDS = {
+  country: 'DE, AT',
+  device_type: 'mobile, tablet',
+  os: 'iOS, Android',
+  browser: 'Chrome, Safari',
+  language: 'de, en',
+  ip: '203.0.113.0/24, 2001:db8::/32',
+  referrer_host: 'news.example, *.facebook.com',
+  'param:': 'NAME then values, e.g. fb, ig',
+  weekday: 'mon, tue, wed',
+  hour: '9-17, 22-3',
+  is_unique: 'true',
+  is_bot: 'true',
+};
+const BOOLEAN_FIELDS = ['is_unique', 'is_bot'];
+
+/** The form's rules (values as typed) as the API takes them. */
+function rulesToApi(v) {
+  const rules = (v?.rules ?? []).map((r) => ({
+    field: r.field,
+    op: r.op,
+    values: String(r.values)
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean)
+      .map((x) => (BOOLEAN_FIELDS.includes(r.field) ? x === 'true' : x)),
+  }));
+  return { logic: v?.logic ?? 'and', rules };
+}
+
+/** A rule list: field, is / is not, values; all or any of them. */
+function RulesEditor({ value, onChange }) {
+  const v = value && typeof value === 'object' ? value : { logic: 'and', rules: [] };
+  const setRule = (i, patch) =>
+    onChange({ ...v, rules: v.rules.map((r, j) => (j === i ? { ...r, ...patch } : r)) });
+  const fieldOf = (r) => (r.field.startsWith('param:') ? 'param:' : r.field);
+  return html`<div class="rules" id="f-rules" data-testid="rules-editor">
+    ${
+      v.rules.length > 1
+        ? html`<label class="inline">Match
+            <select aria-label="Rules logic" value=${v.logic} onChange=${(e) => onChange({ ...v, logic: e.currentTarget.value })}>
+              <option value="and">all rules</option><option value="or">any rule</option>
+            </select></label>`
+        : ''
+    }
+    ${v.rules.map(
+      (r, i) => html`<div class="rule" key=${i} data-testid=${`rule-${i}`}>
+        <select aria-label=${`Rule ${i + 1} field`} value=${fieldOf(r)}
+          onChange=${(e) => setRule(i, { field: e.currentTarget.value === 'param:' ? 'param:src' : e.currentTarget.value })}>
+          ${Object.keys(RULE_FIELDS).map((f) => html`<option value=${f}>${f === 'param:' ? 'query parameter' : f}</option>`)}
+        </select>
+        ${
+          r.field.startsWith('param:')
+            ? html`<input aria-label=${`Rule ${i + 1} parameter name`} value=${r.field.slice(6)} size="8"
+                onInput=${(e) => setRule(i, { field: `param:${e.currentTarget.value}` })} />`
+            : ''
+        }
+        <select aria-label=${`Rule ${i + 1} operator`} value=${r.op} onChange=${(e) => setRule(i, { op: e.currentTarget.value })}>
+          <option value="is">is</option><option value="is_not">is not</option>
+        </select>
+        <input aria-label=${`Rule ${i + 1} values`} value=${r.values} placeholder=${RULE_FIELDS[fieldOf(r)]}
+          onInput=${(e) => setRule(i, { values: e.currentTarget.value })} />
+        <button type="button" class="secondary" aria-label=${`Remove rule ${i + 1}`}
+          onClick=${() => onChange({ ...v, rules: v.rules.filter((_, j) => j !== i) })}>✕</button>
+      </div>`,
+    )}
+    <button type="button" class="secondary" onClick=${() => onChange({ ...v, rules: [...v.rules, { field: 'device_type', op: 'is', values: '' }] })}>Add rule</button>
+    <p class="hint">Values separated by commas. A click with no value for a field (no country, no language) fails "is" and passes "is not".</p>
+  </div>`;
+}
 
 /** Conversions (leads and sales) and revenue, per currency when mixed: flows and streams alike. */
 const earnings = [
@@ -244,6 +347,7 @@ const formValues = (fields, record) =>
   Object.fromEntries(
     fields.map((f) => {
       const v = f.toForm ? f.toForm(record) : record[f.name];
+      if (f.type === 'rules') return [f.name, v];
       return [f.name, Array.isArray(v) ? v.join(', ') : v === undefined || v === null ? '' : String(v)];
     }),
   );
@@ -259,19 +363,24 @@ function Streams({ flow, admin }) {
     { key: 'status', label: 'Status' },
     {
       key: 'filters',
-      label: 'Countries',
+      label: 'Filters',
       render: (s) =>
         [
           s.filters?.countries_include?.length ? `only ${s.filters.countries_include.join(' ')}` : '',
           s.filters?.countries_exclude?.length ? `not ${s.filters.countries_exclude.join(' ')}` : '',
+          ...(s.filters?.rules ?? []).map(
+            (r) => `${r.field} ${r.op === 'is' ? 'is' : 'is not'} ${r.values.join(' ')}`,
+          ),
         ]
           .filter(Boolean)
-          .join('; ') || 'all',
+          .join(s.filters?.logic === 'or' ? ' or ' : '; ') || 'all',
     },
     {
       key: 'target_url',
       label: 'Target',
-      render: (s) => html`<code class="clip" title=${s.target_url}>${s.redirect_code} ${s.target_url}</code>
+      render: (
+        s,
+      ) => html`<code class="clip" title=${s.target_url}>${s.redirect_mode && s.redirect_mode !== 'http' ? s.redirect_mode : s.redirect_code} ${s.target_url}</code>
         ${s.target_status === 'unreachable' ? html` <span class="badge bad" title=${s.target_error ?? ''}>unreachable</span>` : ''}`,
     },
     { key: 'hits', label: 'Hits', num: true, sort: (s) => s.hits, render: (s) => fmt.n(s.hits) },
@@ -304,7 +413,14 @@ function Streams({ flow, admin }) {
             initial=${formValues(
               STREAM_FIELDS,
               editing === 'new'
-                ? { type: 'regular', position: 0, weight: 100, status: 'active', redirect_code: 302 }
+                ? {
+                    type: 'regular',
+                    position: 0,
+                    weight: 100,
+                    status: 'active',
+                    redirect_code: 302,
+                    redirect_mode: 'http',
+                  }
                 : editing,
             )}
             onSave=${(values) => save(values, { flow_id: flow.id })}
@@ -313,8 +429,104 @@ function Streams({ flow, admin }) {
         : ''
     }
     <${ErrorLine} error=${paged.error ?? failure} />
+    ${
+      paged.page && !paged.page.items.some((s) => s.type === 'default' && s.status === 'active')
+        ? html`<p class="notice warn" data-testid="no-default-stream">No active default stream: a click no
+            other stream takes is lost (404, or the node's fallback URL). Add a default stream so unmatched
+            clicks still go somewhere.</p>`
+        : ''
+    }
     ${paged.page ? html`<${SortTable} label="Streams" columns=${columns} rows=${paged.page.items} rowKey=${(s) => s.id} sort=${paged.sort} onSort=${paged.setSort} />` : html`<p>Loading…</p>`}
     <${Pager} paged=${paged} />
+    <${SimulatePanel} flow=${flow} />
+  </section>`;
+}
+
+const UA_PRESETS = {
+  'iPhone Safari':
+    'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1',
+  'Android Chrome':
+    'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Mobile Safari/537.36',
+  'Windows Chrome':
+    'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36',
+  'Mac Safari':
+    'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15',
+  'Facebook preview (bot)': 'facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)',
+};
+
+/** "Test a click": where a click with these facts would go on this flow, and why (§16). */
+function SimulatePanel({ flow }) {
+  const [form, setForm] = useState({
+    country: '',
+    ua: UA_PRESETS['iPhone Safari'],
+    language: '',
+    ip: '',
+    referrer: '',
+    query: '',
+    at: '',
+  });
+  const [result, setResult] = useState(null);
+  const [error, setError] = useState(null);
+  const set = (k) => (e) => setForm((f) => ({ ...f, [k]: e.currentTarget.value }));
+  const run = async (e) => {
+    e.preventDefault();
+    setError(null);
+    const body = { slug: flow.slug, user_agent: form.ua };
+    if (form.country) body.country = form.country.trim();
+    if (form.language) body.language = form.language;
+    if (form.ip) body.ip = form.ip.trim();
+    if (form.referrer) body.referrer = form.referrer;
+    if (form.query) body.query = form.query.replace(/^\?/, '');
+    if (form.at) body.at = new Date(form.at).toISOString();
+    try {
+      setResult(await acp('/acp/routing/simulate', body));
+    } catch (err) {
+      setResult(null);
+      setError(err);
+    }
+  };
+  const input = (k, label, attrs = {}) =>
+    html`<label>${label}<input name=${`sim-${k}`} value=${form[k]} onInput=${set(k)} ...${attrs} /></label>`;
+  return html`<section class="panel simulate" aria-label="Test a click">
+    <h3>Test a click</h3>
+    <form class="sim" onSubmit=${run}>
+      ${input('country', 'Country', { placeholder: 'DE', size: 4 })}
+      <label>Device / user agent
+        <select name="sim-preset" onChange=${(e) => setForm((f) => ({ ...f, ua: UA_PRESETS[e.currentTarget.value] ?? f.ua }))}>
+          ${Object.keys(UA_PRESETS).map((k) => html`<option value=${k}>${k}</option>`)}
+        </select>
+      </label>
+      ${input('ua', 'User agent')}
+      ${input('language', 'Accept-Language', { placeholder: 'de-DE,de;q=0.9' })}
+      ${input('ip', 'IP', { placeholder: '203.0.113.7' })}
+      ${input('referrer', 'Referrer', { placeholder: 'https://m.facebook.com/' })}
+      ${input('query', 'Query', { placeholder: 'sub1=ad7&src=fb' })}
+      ${input('at', 'Time (local)', { type: 'datetime-local' })}
+      <button type="submit">Test</button>
+    </form>
+    <${ErrorLine} error=${error} />
+    ${
+      result
+        ? html`<div class="sim-result" data-testid="sim-result">
+            <p><strong data-testid="sim-outcome">${result.outcome}</strong>
+              ${result.stream ? html` → stream <strong data-testid="sim-stream">${result.stream.name}</strong> (${result.stream.type})` : ' — no stream'}
+              ${result.location ? html`<br /><code class="clip" title=${result.location}>${result.status} ${result.location}</code>` : ''}</p>
+            <p class="hint">Seen as: ${[result.click.country ?? 'no country', result.click.device_type, result.click.os, result.click.browser, result.click.language, result.click.is_bot ? 'bot' : 'person', result.click.is_unique ? 'unique' : 'not unique'].filter(Boolean).join(' · ')}</p>
+            <${SortTable} label="Decision trace" rowKey=${(s) => s.stream_id + s.reason} rows=${result.trace}
+              columns=${[
+                { key: 'name', label: 'Stream', render: (s) => s.name || '–' },
+                { key: 'type', label: 'Type' },
+                {
+                  key: 'result',
+                  label: 'Result',
+                  render: (s) =>
+                    html`<span class=${`badge ${s.result === 'pass' ? 'ok' : s.result === 'fail' ? 'bad' : ''}`}>${s.result}</span>`,
+                },
+                { key: 'reason', label: 'Why' },
+              ]} />
+          </div>`
+        : ''
+    }
   </section>`;
 }
 
@@ -353,7 +565,8 @@ export function FlowsPage({ me }) {
     {
       key: 'go',
       label: 'Link',
-      render: (f) => html`<a href=${`/go/${f.slug}`} data-testid=${`go-${f.slug}`}>/go/${f.slug}</a>`,
+      render: (f) => html`<a href=${`/go/${f.slug}`} data-testid=${`go-${f.slug}`}>/go/${f.slug}</a>
+        · <a href=${`#/reports?flow=${encodeURIComponent(f.id)}`} data-testid=${`report-${f.slug}`}>report</a>`,
     },
     ...(admin
       ? [
@@ -381,7 +594,17 @@ export function FlowsPage({ me }) {
             fields=${FLOW_FIELDS}
             initial=${formValues(
               FLOW_FIELDS,
-              editing === 'new' ? { status: 'active', rotation: 'position', forward_query: false } : editing,
+              editing === 'new'
+                ? {
+                    status: 'active',
+                    rotation: 'position',
+                    forward_query: false,
+                    bot_action: 'route',
+                    timezone: 'UTC',
+                    cost_per_click: 0,
+                    currency: 'USD',
+                  }
+                : editing,
             )}
             onSave=${save}
             onCancel=${() => setEditing(null)}

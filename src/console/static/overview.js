@@ -6,7 +6,7 @@ import { Card, fmt, Row, SortTable } from './ui.js';
 const COLOURS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2'];
 
 /** A uPlot chart that follows its container's width (1280 px desktop or a phone). */
-function Chart({ title, series, data, unit }) {
+export function Chart({ title, series, data, unit }) {
   const box = useRef(null);
   const plot = useRef(null);
   const key = series.join('|');

@@ -1,0 +1,206 @@
+import { html } from 'htm/preact';
+import { useEffect, useState } from 'preact/hooks';
+import { acp, acpText } from './api.js';
+import { Chart } from './overview.js';
+import { ErrorLine, fmt, SortTable } from './ui.js';
+
+const DIMENSIONS = [
+  'day',
+  'hour',
+  'flow',
+  'stream',
+  'country',
+  'device_type',
+  'os',
+  'browser',
+  'language',
+  'outcome',
+  ...Array.from({ length: 10 }, (_, i) => `sub${i + 1}`),
+];
+const KEYS = { flow: ['flow_slug'], stream: ['stream_name'] };
+const ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
+
+/** `YYYY-MM-DD` of a date in the browser's zone, `days` from today. */
+const dayOf = (days) => {
+  const d = new Date();
+  d.setDate(d.getDate() + days);
+  return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
+};
+const PRESETS = {
+  today: () => [dayOf(0), dayOf(1)],
+  yesterday: () => [dayOf(-1), dayOf(0)],
+  'last 7 days': () => [dayOf(-6), dayOf(1)],
+  'last 30 days': () => [dayOf(-29), dayOf(1)],
+};
+
+const money = (v, currency) => (typeof v === 'number' ? fmt.money(v, currency ?? '') : '–');
+const ratio = (v) => (typeof v === 'number' ? fmt.pct(v) : '–');
+
+/** Reports (§15): what made money, by up to three dimensions, as a table, a chart and a CSV. */
+export function ReportsPage() {
+  const flowInHash = new URLSearchParams(location.hash.split('?')[1] ?? '').get('flow');
+  const [preset, setPreset] = useState('last 7 days');
+  const [range, setRange] = useState(PRESETS['last 7 days']());
+  const [groupBy, setGroupBy] = useState(['day', flowInHash ? 'country' : 'flow']);
+  const [flowId, setFlowId] = useState(flowInHash ?? '');
+  const [currency, setCurrency] = useState('');
+  const [report, setReport] = useState(null);
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+
+  const query = () => {
+    const filter = {};
+    if (flowId) filter.flow_id = flowId;
+    if (currency) filter.currency = currency.toUpperCase();
+    return {
+      from: range[0],
+      to: range[1],
+      group_by: groupBy.filter(Boolean),
+      timezone: ZONE,
+      ...(Object.keys(filter).length ? { filter } : {}),
+    };
+  };
+  const run = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      setReport(await acp('/acp/reports/query', query()));
+    } catch (err) {
+      setReport(null);
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  // Runs on the first view and whenever the question changes.
+  useEffect(() => {
+    run();
+  }, [range[0], range[1], groupBy.join(','), flowId, currency]);
+
+  const download = async () => {
+    try {
+      const csv = await acpText('/acp/reports/query', { ...query(), format: 'csv', limit: 100000 });
+      const a = document.createElement('a');
+      a.href = URL.createObjectURL(new Blob([csv], { type: 'text/csv' }));
+      a.download = `sluice-report-${range[0]}-${range[1]}.csv`;
+      a.click();
+      URL.revokeObjectURL(a.href);
+    } catch (err) {
+      setError(err);
+    }
+  };
+
+  const dims = groupBy.filter(Boolean);
+  const cur = report?.currency;
+  const columns = [
+    ...dims.flatMap((d) =>
+      (KEYS[d] ?? [d]).map((k) => ({
+        key: k,
+        label: d,
+        sort: (r) => r[k] ?? '',
+        render: (r) => r[k] ?? html`<span class="hint">none</span>`,
+      })),
+    ),
+    ...['clicks', 'uniques', 'bots', 'no_match', 'conversions'].map((k) => ({
+      key: k,
+      label: k.replace('_', ' '),
+      num: true,
+      sort: (r) => r[k],
+      render: (r) => fmt.n(r[k]),
+    })),
+    ...['revenue', 'cost', 'profit', 'epc'].map((k) => ({
+      key: k,
+      label: k,
+      num: true,
+      sort: (r) => r[k] ?? -Infinity,
+      render: (r) => money(r[k], cur),
+    })),
+    { key: 'cr', label: 'CR', num: true, sort: (r) => r.cr ?? -1, render: (r) => ratio(r.cr) },
+    { key: 'roi', label: 'ROI', num: true, sort: (r) => r.roi ?? -Infinity, render: (r) => ratio(r.roi) },
+  ];
+  const totals = report
+    ? { ...Object.fromEntries(dims.flatMap((d) => (KEYS[d] ?? [d]).map((k) => [k, '']))), ...report.totals }
+    : null;
+  if (totals && dims.length) totals[(KEYS[dims[0]] ?? [dims[0]])[0]] = 'Total';
+
+  // Over time: clicks and conversions per day or hour, summed over the other dimensions.
+  const time = dims.find((d) => d === 'hour' || d === 'day');
+  let chart = null;
+  if (report && time && report.rows.length) {
+    const by = new Map();
+    for (const r of report.rows) {
+      const t = Date.parse(time === 'day' ? `${r.day}T00:00` : r.hour) / 1000;
+      const e = by.get(t) ?? [0, 0];
+      e[0] += r.clicks;
+      e[1] += r.conversions;
+      by.set(t, e);
+    }
+    // Every day (or hour) of the range on the axis, the quiet ones at zero: a single busy day is
+    // still a line over the week, not a lone dot.
+    const step = time === 'day' ? 86_400 : 3_600;
+    const start = Date.parse(`${range[0]}T00:00`) / 1000;
+    const end = Date.parse(`${range[1]}T00:00`) / 1000;
+    const xs = [];
+    for (let x = start; x < end && xs.length < 2000; x += step) xs.push(x);
+    for (const x of by.keys()) if (!xs.includes(x)) xs.push(x);
+    xs.sort((a, b) => a - b);
+    chart = [xs, xs.map((x) => by.get(x)?.[0] ?? 0), xs.map((x) => by.get(x)?.[1] ?? 0)];
+  }
+
+  return html`<section aria-label="Reports">
+    <header class="page-head"><h2>Reports</h2></header>
+    <form class="filters report-form" onSubmit=${(e) => {
+      e.preventDefault();
+      run();
+    }}>
+      <label>Range
+        <select name="preset" value=${preset} onChange=${(e) => {
+          const p = e.currentTarget.value;
+          setPreset(p);
+          if (PRESETS[p]) setRange(PRESETS[p]());
+        }}>
+          ${[...Object.keys(PRESETS), 'custom'].map((p) => html`<option value=${p}>${p}</option>`)}
+        </select>
+      </label>
+      ${
+        preset === 'custom'
+          ? html`<label>From <input type="date" name="from" value=${range[0]} onChange=${(e) => setRange([e.currentTarget.value, range[1]])} /></label>
+              <label>To (excl.) <input type="date" name="to" value=${range[1]} onChange=${(e) => setRange([range[0], e.currentTarget.value])} /></label>`
+          : ''
+      }
+      ${[0, 1, 2].map(
+        (i) => html`<label>${i === 0 ? 'Group by' : 'then'}
+          <select name=${`group-${i}`} value=${groupBy[i] ?? ''} onChange=${(e) => {
+            const next = [...groupBy];
+            next[i] = e.currentTarget.value;
+            setGroupBy(next.slice(0, 3));
+          }}>
+            <option value="">—</option>
+            ${DIMENSIONS.map((d) => html`<option value=${d} disabled=${groupBy.includes(d) && groupBy[i] !== d}>${d}</option>`)}
+          </select></label>`,
+      )}
+      <label>Flow id <input name="flow" value=${flowId} placeholder="all flows" onChange=${(e) => setFlowId(e.currentTarget.value.trim())} /></label>
+      <label>Currency <input name="currency" value=${currency} placeholder="all" size="4" onChange=${(e) => setCurrency(e.currentTarget.value.trim())} /></label>
+      <button type="submit" disabled=${busy}>Run</button>
+      <button type="button" class="secondary" onClick=${download} data-testid="report-csv">CSV</button>
+    </form>
+    <p class="hint">Times in ${ZONE}. Clicks count at their time, conversions when the postback arrived. ${
+      report
+        ? html`<span data-testid="report-updated">Updated ${fmt.time(new Date().toISOString())} · ${report.total_rows} rows${report.currency ? ` · money in ${report.currency}` : ''}</span>`
+        : ''
+    }</p>
+    <${ErrorLine} error=${error} />
+    ${chart ? html`<${Chart} title=${`Clicks and conversions by ${time}`} series=${['clicks', 'conversions']} data=${chart} unit="" />` : ''}
+    ${
+      report
+        ? html`<${SortTable} label="Report" columns=${columns} rows=${[...report.rows]} rowKey=${(r) => dims.map((d) => (KEYS[d] ?? [d]).map((k) => r[k])).join('|') || 'all'} />
+            <div class="table-wrap"><table aria-label="Report totals" class="totals"><tbody><tr>
+              ${columns.map((c) => html`<td class=${c.num ? 'num' : ''} data-label=${c.label}>${c.render && totals[c.key] !== '' && totals[c.key] !== 'Total' ? c.render(totals) : totals[c.key]}</td>`)}
+            </tr></tbody></table></div>
+            ${report.rows.length === 0 ? html`<p class="hint" data-testid="report-empty">No clicks or conversions in this range. Send traffic to a flow's /go link, or widen the range.</p>` : ''}`
+        : busy
+          ? html`<p>Loading…</p>`
+          : ''
+    }
+  </section>`;
+}

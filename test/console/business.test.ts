@@ -1,0 +1,153 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
+import { browserMissing, launchBrowser, screenshot, watchConsole } from '../helpers/browser.ts';
+import { startTestNode, type TestNode } from '../helpers/node.ts';
+
+const skip = browserMissing();
+const IPHONE =
+  'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1';
+
+/** Targeting, the simulator and reports in the console, as a media buyer uses them. */
+describe('console: targeting rules, "Test a click" and reports in a browser', { skip }, () => {
+  let t: TestNode;
+  let browser: Browser;
+  let admin: string;
+  let flow: FlowRecord;
+
+  before(async () => {
+    t = await startTestNode();
+    admin = await t.token('admin', 'mia');
+    browser = await launchBrowser();
+    const res = await t.acp('/acp/traffic-flows/create', admin, {
+      slug: 'buyer',
+      name: 'Buyer',
+      cost_per_click: 0.2,
+    });
+    flow = (await res.json()) as FlowRecord;
+  });
+  after(async () => {
+    await browser?.close();
+    await t?.close();
+  });
+
+  async function signIn(page: Page): Promise<void> {
+    await page.goto(`${t.url}/acp/`);
+    await page.fill('#token', admin);
+    await page.click('form[aria-label="Sign in"] button[type=submit]');
+    await page.waitForSelector('[data-testid=overview-node-id]');
+  }
+  const overflow = (page: Page) =>
+    page.evaluate(() => {
+      // Runs in the page; this file is type-checked without the DOM library.
+      const w = globalThis as unknown as {
+        innerWidth: number;
+        document: { documentElement: { scrollWidth: number } };
+      };
+      return w.document.documentElement.scrollWidth - w.innerWidth;
+    });
+
+  test('an admin builds a stream with rules, is warned about the missing default stream, and tests clicks', async () => {
+    const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
+    const seen = watchConsole(page);
+    await signIn(page);
+    await page.click('nav a[href="#/flows"]');
+    await page.click('button:text-is("buyer")');
+    // No default stream yet: the page says what to do.
+    await page.waitForSelector('[data-testid=no-default-stream]');
+    await page.click('button:text("New stream")');
+    await page.fill('#f-name', 'iPhones at work');
+    await page.fill('#f-target_url', 'https://offer.test/?c={click_id}');
+    await page.click('button:text("Add rule")');
+    await page.selectOption('select[aria-label="Rule 1 field"]', 'device_type');
+    await page.fill('input[aria-label="Rule 1 values"]', 'mobile');
+    await page.click('button:text("Add rule")');
+    await page.selectOption('select[aria-label="Rule 2 field"]', 'ip');
+    // A wrong value: the API's message lands on the rules, naming the rule.
+    await page.fill('input[aria-label="Rule 2 values"]', '300.1.1.1/8');
+    await page.click('form[aria-label="New stream"] button[type=submit]');
+    const error = await page.waitForSelector('[data-field-error=rules]');
+    assert.match((await error.textContent()) ?? '', /rule 2: "300\.1\.1\.1\/8" is not an IPv4/);
+    await page.fill('input[aria-label="Rule 2 values"]', '203.0.113.0/24');
+    await page.selectOption('select[aria-label="Rule 2 operator"]', 'is_not');
+    await page.click('form[aria-label="New stream"] button[type=submit]');
+    await page.waitForSelector(
+      'td[data-label=Filters]:text("device_type is mobile; ip is not 203.0.113.0/24")',
+    );
+    const streams = (await (
+      await t.acp('/acp/streams/list', admin, { filter: { flow_id: flow.id } })
+    ).json()) as {
+      items: StreamRecord[];
+    };
+    assert.deepEqual(streams.items[0]!.filters.rules, [
+      { field: 'device_type', op: 'is', values: ['mobile'] },
+      { field: 'ip', op: 'is_not', values: ['203.0.113.0/24'] },
+    ]);
+
+    // Test a click: an iPhone goes to the stream; a desktop is lost, and the trace says why.
+    const panel = 'section[aria-label="Test a click"]';
+    await page.fill(`${panel} input[name=sim-country]`, 'DE');
+    await page.click(`${panel} button:text("Test")`);
+    await page.waitForSelector('[data-testid=sim-stream]:text("iPhones at work")');
+    await page.selectOption(`${panel} select[name=sim-preset]`, 'Windows Chrome');
+    await page.click(`${panel} button:text("Test")`);
+    await page.waitForSelector('[data-testid=sim-outcome]:text("no_match")');
+    const why = await page.textContent(`${panel} table[aria-label="Decision trace"] td[data-label=Why]`);
+    assert.match(why ?? '', /rule 1 \(device_type is \["mobile"\]\): fail/);
+    await screenshot(page, 'console-targeting-1366');
+    assert.deepEqual(
+      seen.errors.filter((e) => !/status of 400/.test(e)),
+      [],
+    );
+    await page.close();
+  });
+
+  test('reports: clicks and a sale appear by day and country, with totals, a chart and a CSV; the phone fits', async () => {
+    // Traffic: two iPhone clicks from Germany (one converts), bots apart.
+    const ids: string[] = [];
+    for (const ip of ['198.51.100.1', '198.51.100.2']) {
+      const res = await fetch(`${t.url}/go/buyer`, {
+        redirect: 'manual',
+        headers: { 'user-agent': IPHONE, 'cf-ipcountry': 'DE', 'x-forwarded-for': ip },
+      });
+      ids.push(res.headers.get('x-click-id')!);
+    }
+    await t.node.clickLog.persist();
+    assert.equal((await fetch(`${t.url}/postback?click_id=${ids[0]}&payout=9&status=sale`)).status, 200);
+
+    for (const [width, height, name] of [
+      [1366, 768, 'console-reports-1366'],
+      [390, 844, 'console-reports-390'],
+    ] as const) {
+      const page = await browser.newPage({ viewport: { width, height } });
+      const seen = watchConsole(page);
+      await signIn(page);
+      // From the flows page, the flow's own report.
+      await page.click('nav a[href="#/flows"]');
+      await page.click('[data-testid=report-buyer]');
+      await page.waitForSelector('table[aria-label=Report] td[data-label=country]:text("DE")');
+      const row = 'table[aria-label=Report] tbody tr:has(td[data-label=country]:text("DE"))';
+      assert.equal((await page.textContent(`${row} td[data-label=clicks]`))?.trim(), '2');
+      assert.equal((await page.textContent(`${row} td[data-label=conversions]`))?.trim(), '1');
+      assert.match((await page.textContent(`${row} td[data-label=revenue]`)) ?? '', /9\.00 USD/);
+      assert.match((await page.textContent(`${row} td[data-label=cost]`)) ?? '', /0\.40 USD/);
+      assert.match(
+        (await page.textContent('table[aria-label="Report totals"] td[data-label=profit]')) ?? '',
+        /8\.60 USD/,
+      );
+      await page.locator('.chart .uplot').waitFor();
+      const download = page.waitForEvent('download');
+      await page.click('[data-testid=report-csv]');
+      const csv = await (await download).createReadStream();
+      let text = '';
+      for await (const chunk of csv) text += chunk;
+      assert.match(text.split('\r\n')[0]!, /^day,country,clicks,/);
+      assert.match(text, /,DE,2,2,0,0,0,1,0,1,9,0\.4,8\.6,/);
+      assert.ok((await overflow(page)) <= 0, `no horizontal overflow at ${width} px`);
+      await screenshot(page, name);
+      assert.deepEqual(seen.errors, []);
+      await page.close();
+    }
+  });
+});
