@@ -354,6 +354,8 @@ export function acpHealth(s: NodeSnapshot): ProcedureResult {
     }
     const clicks = clickLogItem(obj(m.clicks));
     if (clicks !== undefined) items.push(clicks);
+    const noDefault = noDefaultItem(obj(obj(m.traffic_flows)?.without_default_stream));
+    if (noDefault !== undefined) items.push(noDefault);
   }
   for (const p of s.problems) items.push({ subject: 'acp', message: p, finding: true });
   const uptime = obj(m?.host)?.uptime_seconds;
@@ -388,6 +390,21 @@ function clickLogItem(c: Record<string, unknown> | undefined): ProcedureItem | u
       : `${num(c.persisted)} persisted, ${held} held of ${max}, none dropped`,
     finding,
     data: { ...c },
+  };
+}
+
+/**
+ * Flows with traffic and no active default stream (§13): a warning, not a finding — with
+ * `routing.fallback_url` set, or on purpose, a flow may lose nothing without one.
+ */
+function noDefaultItem(w: Record<string, unknown> | undefined): ProcedureItem | undefined {
+  if (w === undefined || typeof w.count !== 'number' || w.count === 0) return undefined;
+  const slugs = Array.isArray(w.slugs) ? w.slugs.join(', ') : '';
+  return {
+    subject: 'flows without a default stream',
+    message: `warning: ${plural(w.count, 'flow')} with traffic and no active default stream (${slugs}${w.count > 10 ? ', …' : ''}): a click no other stream takes is lost (404, or routing.fallback_url); add a default stream`,
+    finding: false,
+    data: { ...w },
   };
 }
 

@@ -49,6 +49,11 @@ export interface FlowsSection {
   no_match: number;
   bots: number;
   uniques: number;
+  /**
+   * Active flows this node has compiled (the ones that get traffic) with no active default stream:
+   * a click no other stream takes is lost to them (404, or `routing.fallback_url`). Slugs: the first 10.
+   */
+  without_default_stream: { count: number; slugs: string[] };
 }
 
 /**
@@ -67,6 +72,8 @@ export class RoutingService {
   /** What each compiled flow was compiled from, so a reload reuses what has not changed. */
   readonly #sources = new WeakMap<CompiledFlow, string>();
   #serial: Promise<unknown> = Promise.resolve();
+  /** Slugs of compiled active flows without an active default stream (see FlowsSection). */
+  readonly #noDefault = new Set<string>();
 
   constructor(opts: RoutingOptions) {
     this.#storage = opts.storage;
@@ -79,7 +86,7 @@ export class RoutingService {
       load: (slug) => this.#load(slug),
       loadMany: (slugs, slice) => this.#loadMany(slugs, slice),
     });
-    this.#storage.onInvalidation((slug) => this.cache.invalidate(slug));
+    this.#storage.onInvalidation((slug) => this.#forget(slug));
   }
 
   async #load(slug: string): Promise<CompiledFlow | undefined> {
@@ -118,6 +125,8 @@ export class RoutingService {
     const slug = flow.slug;
     const compiled = compileFlow(flow, streams);
     this.#sources.set(compiled, sourceOf(flow, streams));
+    if (compiled.active && compiled.fallback.length === 0) this.#noDefault.add(slug);
+    else this.#noDefault.delete(slug);
     for (const { id, problem } of compiled.refused) {
       this.#log.warn(
         { slug, stream_id: id, problem },
@@ -196,13 +205,20 @@ export class RoutingService {
       no_match: this.counters.totalNoMatch,
       bots: this.counters.totalBots,
       uniques: this.counters.totalUniques,
+      without_default_stream: { count: this.#noDefault.size, slugs: [...this.#noDefault].slice(0, 10) },
     };
+  }
+
+  /** Drops a flow from the cache; what it was is learnt again when it is next compiled. */
+  #forget(slug: string): void {
+    this.cache.invalidate(slug);
+    this.#noDefault.delete(slug);
   }
 
   /** Drops a changed flow here at once and tells the other nodes; a failed notice only delays them to the TTL. */
   async #changed(...slugs: string[]): Promise<void> {
     for (const slug of new Set(slugs)) {
-      this.cache.invalidate(slug);
+      this.#forget(slug);
       try {
         await this.#storage.publishInvalidation(slug);
       } catch (err) {

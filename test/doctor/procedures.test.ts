@@ -338,6 +338,28 @@ describe('operator procedures', () => {
     );
   });
 
+  test('6: flows with traffic and no default stream are a warning, not a finding', () => {
+    const s = snapshot();
+    s.metrics = {
+      ...s.metrics,
+      traffic_flows: { without_default_stream: { count: 2, slugs: ['promo', 'spring'] } },
+    };
+    const p = proc(s, 'acp_health');
+    assert.equal(p.status, 'ok');
+    const item = p.items.find((i) => i.subject === 'flows without a default stream')!;
+    assert.equal(item.finding, false);
+    assert.match(
+      item.message,
+      /^warning: 2 flows with traffic and no active default stream \(promo, spring\)/,
+    );
+    const none = snapshot();
+    none.metrics = { ...none.metrics, traffic_flows: { without_default_stream: { count: 0, slugs: [] } } };
+    assert.equal(
+      proc(none, 'acp_health').items.some((i) => i.subject === 'flows without a default stream'),
+      false,
+    );
+  });
+
   test('7: the commit of both lists and the version; lists that disagree or cannot be read are findings', () => {
     const ok = proc(snapshot(), 'version_audit');
     assert.match(ok.summary, /commit abc123, version 1\.2\.3/);

@@ -139,6 +139,15 @@ for (const backend of BACKENDS) {
       const lost = await t.node.storage.clicks.get(clickId);
       assert.equal(lost?.outcome, 'no_match');
       assert.equal(lost?.stream_id, null);
+      // A flow with traffic and no default stream is named in system metrics (the doctor warns).
+      const section = t.node.telemetry.systemMetrics().traffic_flows as {
+        without_default_stream: { slugs: string[] };
+      };
+      assert.ok(section.without_default_stream.slugs.includes('tgt-rules'));
+      await streamOf(flow, { type: 'default', position: 9, target_url: 'https://default.test/' });
+      await go('tgt-rules');
+      const after = t.node.telemetry.systemMetrics().traffic_flows as typeof section;
+      assert.ok(!after.without_default_stream.slugs.includes('tgt-rules'), 'gone once it has one');
     });
 
     it('an unknown slug goes to the fallback URL too', async () => {
