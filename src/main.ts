@@ -187,6 +187,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     const routing = new RoutingService({
       storage,
       logger,
+      clock,
       cacheMaxEntries: config.cache.max_entries,
       cacheTtlMs: config.cache.ttl_ms,
       // With a stats.flush task the scheduler persists counters; without one the service does, each second.

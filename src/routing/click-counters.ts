@@ -19,6 +19,8 @@ interface Unacked {
   batch: CounterBatch;
   streams: Map<string, StreamDelta>;
   flows: Map<string, FlowDelta>;
+  /** Daily cap counts, keyed `streamId + "\u0000" + day`. */
+  days: Map<string, number>;
 }
 
 /**
@@ -32,9 +34,10 @@ interface Unacked {
 export class ClickCounters {
   #streams = new Map<string, StreamDelta>();
   #flows = new Map<string, FlowDelta>();
+  #days = new Map<string, number>();
   #unacked: Unacked | undefined;
   /** Counts cut from the live maps while their batch is being built (a flush yields meanwhile). */
-  #cutting: Pick<Unacked, 'streams' | 'flows'> | undefined;
+  #cutting: Pick<Unacked, 'streams' | 'flows' | 'days'> | undefined;
   /** Since the process started (the system metrics sections). */
   totalHits = 0;
   totalClicks = 0;
@@ -58,6 +61,20 @@ export class ClickCounters {
     const f = this.#flow(flowId, now);
     f.clicks++;
     f.uniques += u;
+  }
+
+  /** A click on a capped stream (§13), on its day in the flow's time zone (`YYYY-MM-DD`). */
+  dayHit(streamId: string, day: string): void {
+    const key = `${streamId}\u0000${day}`;
+    this.#days.set(key, (this.#days.get(key) ?? 0) + 1);
+  }
+
+  /** Clicks on a capped stream's day not yet acknowledged by storage (an unacknowledged batch's included). */
+  pendingDay(streamId: string, day: string): number {
+    const key = `${streamId}\u0000${day}`;
+    return (
+      (this.#days.get(key) ?? 0) + (this.#cutting?.days.get(key) ?? 0) + (this.#unacked?.days.get(key) ?? 0)
+    );
   }
 
   noMatch(flowId: string, now: number): void {
@@ -116,7 +133,9 @@ export class ClickCounters {
   }
 
   get pending(): boolean {
-    return this.#unacked !== undefined || this.#streams.size > 0 || this.#flows.size > 0;
+    return (
+      this.#unacked !== undefined || this.#streams.size > 0 || this.#flows.size > 0 || this.#days.size > 0
+    );
   }
 
   /** The id of the batch waiting to be sent again, if a flush failed. */
@@ -132,12 +151,14 @@ export class ClickCounters {
   async flush(persist: (batch: CounterBatch) => Promise<unknown>): Promise<number> {
     let rows = 0;
     if (this.#unacked !== undefined) rows += await this.#send(this.#unacked, persist);
-    if (this.#streams.size === 0 && this.#flows.size === 0) return rows;
+    if (this.#streams.size === 0 && this.#flows.size === 0 && this.#days.size === 0) return rows;
     const streams = this.#streams;
     const flows = this.#flows;
+    const days = this.#days;
     this.#streams = new Map();
     this.#flows = new Map();
-    this.#cutting = { streams, flows };
+    this.#days = new Map();
+    this.#cutting = { streams, flows, days };
     const iso = (ms: number) => new Date(ms).toISOString();
     // Built a slice at a time: 100k touched streams are tens of ms of work (#12). What is counted
     // meanwhile goes to the fresh maps, for the next flush.
@@ -158,14 +179,25 @@ export class ClickCounters {
       });
       if ((batch.flows.length & 255) === 0) await slice.pause();
     }
+    if (days.size > 0) {
+      batch.days = [];
+      for (const [key, clicks] of days) {
+        const at = key.indexOf('\u0000');
+        batch.days.push({ stream_id: key.slice(0, at), day: key.slice(at + 1), clicks });
+      }
+    }
     this.#cutting = undefined;
-    return rows + (await this.#send({ batch, streams, flows }, persist));
+    return rows + (await this.#send({ batch, streams, flows, days }, persist));
   }
+
+  /** Told of each acknowledged batch's daily cap counts, in the same turn as they stop being pending. */
+  onDaysAcked: ((days: NonNullable<CounterBatch['days']>) => void) | undefined;
 
   async #send(u: Unacked, persist: (batch: CounterBatch) => Promise<unknown>): Promise<number> {
     this.#unacked = u;
     await persist(u.batch);
     this.#unacked = undefined;
-    return u.batch.streams.length + u.batch.flows.length;
+    if (u.batch.days !== undefined) this.onDaysAcked?.(u.batch.days);
+    return u.batch.streams.length + u.batch.flows.length + (u.batch.days?.length ?? 0);
   }
 }

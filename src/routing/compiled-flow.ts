@@ -1,5 +1,6 @@
 import type { ClickFacts, QueryLike } from '../clicks/index.ts';
 import type { BotAction, FlowRecord, RedirectMode, StreamRecord } from '../storage/index.ts';
+import type { StreamCap } from './daily-caps.ts';
 import {
   acceptsBots,
   type CompiledRules,
@@ -37,6 +38,8 @@ export interface RoutableStream {
   rules: CompiledRules | undefined;
   /** Its rules accept a bot (`is_bot: true`): a `bot_action: stream` flow sends bots only here. */
   acceptsBots: boolean;
+  /** Its daily cap (§13), shared across recompiles; undefined when it has none. */
+  cap: StreamCap | undefined;
   include: ReadonlySet<string> | undefined;
   exclude: ReadonlySet<string> | undefined;
   /** The target URL in its normalised form (§14): plain visible ASCII, always a valid header value. */
@@ -113,7 +116,15 @@ const byPosition = (a: StreamRecord, b: StreamRecord) => a.position - b.position
 
 const NONE_REFUSED: CompiledFlow['refused'] = Object.freeze([]);
 
-export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]): CompiledFlow {
+/** Where a compiled stream's daily cap comes from (the routing service's {@link DailyCaps}). */
+export type CapOf = (streamId: string, cap: number, timezone: string) => StreamCap | undefined;
+const NO_CAPS: CapOf = () => undefined;
+
+export function compileFlow(
+  flow: FlowRecord,
+  streams: readonly StreamRecord[],
+  capOf: CapOf = NO_CAPS,
+): CompiledFlow {
   const active = streams.filter((s) => s.status === 'active').sort(byPosition);
   // Normalised again here, not trusted as stored: rows from before the write-time check may hold
   // a raw IDN host, a CR/LF or a macro in the host, and a click must never carry those.
@@ -138,6 +149,7 @@ export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]):
       mode: s.redirect_mode,
       rules: compileRules(s.filters, timezone),
       acceptsBots: acceptsBots(s.filters),
+      cap: capOf(s.id, s.daily_cap, timezone),
       include: countrySet(s.filters.countries_include),
       exclude: countrySet(s.filters.countries_exclude),
       target,
@@ -164,7 +176,7 @@ export function compileFlow(flow: FlowRecord, streams: readonly StreamRecord[]):
 }
 
 /** Why a stream does not take a click, for the simulator's trace (§16); undefined: it does. */
-export type Refusal = 'country_not_included' | 'country_excluded' | 'rules' | 'not_for_bots';
+export type Refusal = 'country_not_included' | 'country_excluded' | 'rules' | 'not_for_bots' | 'daily_cap';
 
 /**
  * Whether a stream's filters let the click through (§8, §13): an unknown country passes no include
@@ -178,6 +190,7 @@ export function refusal(s: RoutableStream, v: Visitor, botsOnly: boolean): Refus
     return 'country_not_included';
   if (s.exclude !== undefined && country !== undefined && s.exclude.has(country)) return 'country_excluded';
   if (s.rules !== undefined && !rulesPass(s.rules, v)) return 'rules';
+  if (s.cap?.reached(v.at)) return 'daily_cap';
   return undefined;
 }
 
@@ -186,7 +199,8 @@ function passes(s: RoutableStream, v: Visitor, botsOnly: boolean): boolean {
   const country = v.country;
   if (s.include !== undefined && (country === undefined || !s.include.has(country))) return false;
   if (s.exclude !== undefined && country !== undefined && s.exclude.has(country)) return false;
-  return s.rules === undefined || rulesPass(s.rules, v);
+  if (s.rules !== undefined && !rulesPass(s.rules, v)) return false;
+  return s.cap === undefined || !s.cap.reached(v.at);
 }
 
 function firstPassing(

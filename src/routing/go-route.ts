@@ -195,7 +195,10 @@ export function registerGoRoute(
         : buildTarget(stream, { country, flow: flow.slug, request_id: trace.id, click: facts, query });
     if (flow.forwardQuery) location = withForwardedQuery(location, rawQuery);
     if (bot) counters.bot(flow.id, now);
-    else counters.hit(flow.id, stream.id, now, facts.is_unique);
+    else {
+      counters.hit(flow.id, stream.id, now, facts.is_unique);
+      stream.cap?.count(now);
+    }
     record(flow, stream.id, bot ? 'bot' : 'redirect', facts, country, now, bot ? 0 : flow.cost);
     if (stream.mode === 'http')
       return { status: stream.redirectCode, headers: { location, 'x-click-id': facts.click_id } };

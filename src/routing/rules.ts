@@ -166,13 +166,20 @@ function plainAddress(a: string): string {
   return a.startsWith('::ffff:') && a.indexOf('.') !== -1 ? a.slice(7) : a;
 }
 
-const localCache = new Map<string, { minute: number; weekday: number; hour: number }>();
+/** Local time of a minute in a zone: weekday (0 = Sunday), hour, and the day as `YYYY-MM-DD`. */
+export interface LocalTime {
+  minute: number;
+  weekday: number;
+  hour: number;
+  day: string;
+}
+const localCache = new Map<string, LocalTime>();
 const formats = new Map<string, Intl.DateTimeFormat>();
 /**
- * Weekday (0 = Sunday) and hour of `at` in `timezone`. Worked out once a minute per time zone
- * (offsets change on minute boundaries at most), so a click pays a map lookup, not ICU.
+ * Weekday, hour and day of `at` in `timezone` (rules, daily caps). Worked out once a minute per
+ * time zone (offsets change on minute boundaries at most), so a click pays a map lookup, not ICU.
  */
-export function localTime(at: number, timezone: string): { weekday: number; hour: number } {
+export function localTime(at: number, timezone: string): LocalTime {
   const minute = Math.floor(at / 60_000);
   const hit = localCache.get(timezone);
   if (hit !== undefined && hit.minute === minute) return hit;
@@ -183,16 +190,25 @@ export function localTime(at: number, timezone: string): { weekday: number; hour
       weekday: 'short',
       hour: 'numeric',
       hourCycle: 'h23',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
     });
     formats.set(timezone, f);
   }
   let weekday = 0;
   let hour = 0;
+  let y = '';
+  let m = '';
+  let d = '';
   for (const p of f.formatToParts(minute * 60_000)) {
     if (p.type === 'weekday') weekday = WEEKDAYS.indexOf(lower(p.value) as (typeof WEEKDAYS)[number]);
     else if (p.type === 'hour') hour = Number(p.value) % 24;
+    else if (p.type === 'year') y = p.value;
+    else if (p.type === 'month') m = p.value;
+    else if (p.type === 'day') d = p.value;
   }
-  const entry = { minute, weekday, hour };
+  const entry = { minute, weekday, hour, day: `${y}-${m}-${d}` };
   // A rule set with an unknown time zone is refused when written; this map holds one per zone used.
   localCache.set(timezone, entry);
   return entry;

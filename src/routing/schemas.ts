@@ -53,6 +53,8 @@ const BotAction = lit(['route', 'block', 'stream'] as const);
 const RedirectMode = lit(['http', 'meta_refresh', 'js'] as const);
 /** IANA name; whether ICU knows it is checked by the service. */
 const TimeZone = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_+/-]+$' });
+/** Clicks per day; 0: no cap. */
+const DailyCap = Type.Integer({ minimum: 0, maximum: INT4_MAX });
 const Money = Type.Number({ minimum: 0, maximum: 1_000_000 });
 const Currency = Type.String({ pattern: '^[A-Z]{3}$' });
 const TargetUrl = Text({ minLength: 1, maxLength: 2048 });
@@ -118,6 +120,7 @@ export const StreamCreateBody = Type.Object(
     target_url: TargetUrl,
     redirect_code: Type.Optional({ ...RedirectCode, default: 302 }),
     redirect_mode: Type.Optional({ ...RedirectMode, default: 'http' }),
+    daily_cap: Type.Optional({ ...DailyCap, default: 0 }),
   },
   strict,
 );
@@ -134,6 +137,7 @@ export const StreamUpdateBody = Type.Object(
     target_url: Type.Optional(TargetUrl),
     redirect_code: Type.Optional(RedirectCode),
     redirect_mode: Type.Optional(RedirectMode),
+    daily_cap: Type.Optional(DailyCap),
   },
   strict,
 );

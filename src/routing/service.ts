@@ -9,9 +9,10 @@ import {
   type StreamRecord,
 } from '../storage/index.ts';
 import type { Logger } from '../telemetry/index.ts';
-import type { TimeSlice } from '../time/index.ts';
+import { type Clock, systemClock, type TimeSlice } from '../time/index.ts';
 import { ClickCounters } from './click-counters.ts';
 import { type CompiledFlow, compileFlow } from './compiled-flow.ts';
+import { DailyCaps } from './daily-caps.ts';
 import { type LoadedChunk, RoutingCache } from './routing-cache.ts';
 import { isTimeZone, ruleProblems } from './rules.ts';
 import type { FlowCreate, FlowList, FlowUpdate, StreamCreate, StreamList, StreamUpdate } from './schemas.ts';
@@ -26,6 +27,8 @@ export interface RoutingOptions {
   flushIntervalMs?: number;
   /** How often totals for the system metrics sections are re-read. */
   aggregatesIntervalMs?: number;
+  /** The time daily caps count days by (the hot path's clock). */
+  clock?: Clock;
 }
 
 const ZERO: Aggregates = {
@@ -63,10 +66,13 @@ export interface FlowsSection {
 export class RoutingService {
   readonly cache: RoutingCache;
   readonly counters = new ClickCounters();
+  /** Daily caps of the streams this node has compiled (§13). */
+  readonly caps = new DailyCaps(this.counters);
   readonly #storage: Storage;
   readonly #log: Logger;
   readonly #flushMs: number;
   readonly #aggregatesMs: number;
+  readonly #clock: Clock;
   #aggregates: Aggregates = ZERO;
   #timers: NodeJS.Timeout[] = [];
   /** What each compiled flow was compiled from, so a reload reuses what has not changed. */
@@ -80,6 +86,7 @@ export class RoutingService {
     this.#log = opts.logger;
     this.#flushMs = opts.flushIntervalMs ?? 1000;
     this.#aggregatesMs = opts.aggregatesIntervalMs ?? 10_000;
+    this.#clock = opts.clock ?? systemClock;
     this.cache = new RoutingCache({
       maxEntries: opts.cacheMaxEntries,
       ttlMs: opts.cacheTtlMs,
@@ -87,12 +94,27 @@ export class RoutingService {
       loadMany: (slugs, slice) => this.#loadMany(slugs, slice),
     });
     this.#storage.onInvalidation((slug) => this.#forget(slug));
+    this.counters.onDaysAcked = (days) => this.caps.acked(days);
   }
 
   async #load(slug: string): Promise<CompiledFlow | undefined> {
     const flow = await this.#storage.flows.getBySlug(slug);
     if (flow === undefined) return undefined;
-    return this.#compile(flow, await this.#storage.streams.ofFlow(flow.id));
+    const compiled = this.#compile(flow, await this.#storage.streams.ofFlow(flow.id));
+    await this.#loadCaps();
+    return compiled;
+  }
+
+  /** New caps learn their day's count before their flow routes; a failed read counts from zero. */
+  async #loadCaps(): Promise<void> {
+    try {
+      await this.caps.loadFresh(this.#storage, this.#clock.now());
+    } catch (err) {
+      this.#log.warn(
+        { err: (err as Error).message },
+        'reading daily cap counts failed; read again after the next flush',
+      );
+    }
   }
 
   /** A chunk of slugs for the cache's reload: two queries, then one flow compiled per step. */
@@ -118,12 +140,13 @@ export class RoutingService {
       await slice.pause();
       out.set(flow.slug, this.#compile(flow, rows));
     }
+    await this.#loadCaps();
     return { flows: out, rows: streams.length };
   }
 
   #compile(flow: FlowRecord, streams: readonly StreamRecord[]): CompiledFlow {
     const slug = flow.slug;
-    const compiled = compileFlow(flow, streams);
+    const compiled = compileFlow(flow, streams, (id, cap, tz) => this.caps.of(id, cap, tz));
     this.#sources.set(compiled, sourceOf(flow, streams));
     if (compiled.active && compiled.fallback.length === 0) this.#noDefault.add(slug);
     else this.#noDefault.delete(slug);
@@ -157,7 +180,19 @@ export class RoutingService {
 
   /** Persists counted hits and clicks (one flush at a time); a failure keeps them and is thrown. */
   persistCounters(): Promise<number> {
-    return this.#queue(() => this.counters.flush((batch) => this.#storage.addCounters(batch)));
+    return this.#queue(async () => {
+      const rows = await this.counters.flush((batch) => this.#storage.addCounters(batch));
+      // Other nodes' clicks on capped streams arrive here, once a flush interval.
+      try {
+        await this.caps.refresh(this.#storage, this.#clock.now());
+      } catch (err) {
+        this.#log.warn(
+          { err: (err as Error).message },
+          'reading daily cap counts failed; read again after the next flush',
+        );
+      }
+      return rows;
+    });
   }
 
   /** {@link persistCounters} for background use: a failure is logged, never thrown. */
@@ -323,6 +358,7 @@ export class RoutingService {
       target_url: target.url,
       redirect_code: body.redirect_code ?? 302,
       redirect_mode: body.redirect_mode ?? 'http',
+      daily_cap: body.daily_cap ?? 0,
     });
     await this.#changed(flow.slug);
     return stream;
@@ -402,7 +438,7 @@ export class RoutingService {
 function sourceOf(flow: FlowRecord, streams: readonly StreamRecord[]): string {
   let out = `${flow.slug}\n${flow.status}\n${flow.rotation}\n${flow.forward_query}\n${flow.bot_action}\n${flow.timezone}\n${flow.cost_per_click}`;
   for (const s of streams) {
-    out += `\n${s.id}\t${s.name}\t${s.type}\t${s.position}\t${s.weight}\t${s.status}\t${s.redirect_code}\t${s.redirect_mode}\t${s.target_url}\t${JSON.stringify(s.filters)}`;
+    out += `\n${s.id}\t${s.name}\t${s.type}\t${s.position}\t${s.weight}\t${s.status}\t${s.redirect_code}\t${s.redirect_mode}\t${s.daily_cap}\t${s.target_url}\t${JSON.stringify(s.filters)}`;
   }
   return out;
 }

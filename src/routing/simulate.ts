@@ -210,6 +210,8 @@ function reasonOf(s: RoutableStream, v: Visitor, why: NonNullable<ReturnType<typ
         : `country ${v.country} is not in countries_include`;
     case 'country_excluded':
       return `country ${v.country} is in countries_exclude`;
+    case 'daily_cap':
+      return `daily cap reached: ${s.cap?.used(v.at)} of ${s.cap?.cap} clicks today in the flow's time zone`;
     case 'rules': {
       const rules = s.rules!;
       const verdicts = rules.rules.map(

@@ -1,6 +1,7 @@
 import { TimeSlice } from '../time/index.ts';
 import { BatchStatement } from './batch.ts';
 import type { BatchGuard } from './batch-guard.ts';
+import { type SqlExecutor, toNum } from './sql.ts';
 import type { CounterBatch } from './types.ts';
 
 // The latest timestamp wins: an older batch (a slow node's) never moves `last_*_at` back.
@@ -38,10 +39,22 @@ const FLOW_CLICKS = new BatchStatement({
     WHERE t.id = v.id`,
 });
 
+// Daily cap counts (§13): added per (stream, day), created on first use. Rows are merged per key
+// first (one statement may not touch a row twice); PostgreSQL inserts in key order, so two nodes'
+// batches lock the same rows in the same order.
+const STREAM_DAYS = new BatchStatement({
+  columns: ['text', 'text', 'bigint'],
+  sqlite: `INSERT INTO stream_days (stream_id, day, clicks) VALUES (?1, ?2, ?3)
+    ON CONFLICT (stream_id, day) DO UPDATE SET clicks = clicks + excluded.clicks`,
+  postgres: `INSERT INTO stream_days AS t (stream_id, day, clicks)
+    SELECT r.stream_id, r.day, r.clicks FROM {rows} AS r (stream_id, day, clicks) ORDER BY r.stream_id, r.day
+    ON CONFLICT (stream_id, day) DO UPDATE SET clicks = t.clicks + excluded.clicks`,
+});
+
 /**
- * Adds a batch of counter deltas in one transaction: the batch's guard row, then at most two batch
- * statements (streams, then flows), so a flush is at most five round trips on PostgreSQL whatever
- * its size, and all of it or none of it is written. A batch id already applied writes nothing and
+ * Adds a batch of counter deltas in one transaction: the batch's guard row, then at most three batch
+ * statements (streams, flows, then the daily cap counts), so a flush is a fixed number of round
+ * trips on PostgreSQL whatever its size, and all of it or none of it is written. A batch id already applied writes nothing and
  * returns false (a retry of a batch whose commit went through). An id given twice is added twice,
  * as two separate batches would be: the rows are merged first, since one `UPDATE ... FROM` applies
  * only one of several matches.
@@ -78,9 +91,37 @@ export async function addCounters(guard: BatchGuard, batch: CounterBatch): Promi
     }
     if ((++n & 255) === 0) await slice.pause();
   }
-  if (streams.size === 0 && flows.size === 0) return true;
+  const days = new Map<string, [streamId: string, day: string, clicks: number]>();
+  for (const d of batch.days ?? []) {
+    const key = `${d.stream_id}\u0000${d.day}`;
+    const row = days.get(key);
+    if (row === undefined) days.set(key, [d.stream_id, d.day, d.clicks]);
+    else row[2] += d.clicks;
+  }
+  if (streams.size === 0 && flows.size === 0 && days.size === 0) return true;
   return guard.once(batch.id, 'counters', async (tx) => {
     await tx.batch(STREAM_HITS, [...streams.values()]);
     await tx.batch(FLOW_CLICKS, [...flows.values()]);
+    if (days.size > 0) await tx.batch(STREAM_DAYS, [...days.values()]);
   });
+}
+
+/** Clicks counted on (stream, day) pairs, keyed `stream_id + "\u0000" + day`; pairs with none are absent. */
+export async function streamDays(
+  x: SqlExecutor,
+  pairs: readonly { stream_id: string; day: string }[],
+): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  const ids = [...new Set(pairs.map((p) => p.stream_id))];
+  const dayList = [...new Set(pairs.map((p) => p.day))];
+  for (let i = 0; i < ids.length; i += 500) {
+    const part = ids.slice(i, i + 500);
+    const rows = await x.all(
+      `SELECT stream_id, day, clicks FROM stream_days WHERE stream_id IN (${part.map(() => '?').join(', ')})
+         AND day IN (${dayList.map(() => '?').join(', ')})`,
+      [...part, ...dayList],
+    );
+    for (const r of rows) out.set(`${r.stream_id}\u0000${r.day}`, toNum(r.clicks));
+  }
+  return out;
 }

@@ -547,4 +547,30 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE streams ADD COLUMN redirect_mode TEXT NOT NULL DEFAULT 'http' CHECK (redirect_mode IN ('http', 'meta_refresh', 'js'));
     `,
   },
+  {
+    version: 12,
+    name: 'stream daily caps',
+    // §13: `daily_cap` clicks per day in the flow's time zone (0: none). stream_days holds the
+    // clicks per stream per local day, added to by every node's counter batch (idempotent with
+    // it) and read back after each flush, so nodes sharing the database see each other's counts
+    // within a flush interval. Rows of past days are not needed after the day; they are small.
+    sqlite: `
+      ALTER TABLE streams ADD COLUMN daily_cap INTEGER NOT NULL DEFAULT 0 CHECK (daily_cap >= 0);
+      CREATE TABLE stream_days (
+        stream_id TEXT NOT NULL,
+        day TEXT NOT NULL,
+        clicks INTEGER NOT NULL,
+        PRIMARY KEY (stream_id, day)
+      );
+    `,
+    postgres: `
+      ALTER TABLE streams ADD COLUMN daily_cap INTEGER NOT NULL DEFAULT 0 CHECK (daily_cap >= 0);
+      CREATE TABLE stream_days (
+        stream_id TEXT NOT NULL,
+        day TEXT NOT NULL,
+        clicks BIGINT NOT NULL,
+        PRIMARY KEY (stream_id, day)
+      );
+    `,
+  },
 ];

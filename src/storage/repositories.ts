@@ -241,7 +241,7 @@ export class SqlFlows implements FlowStore {
 }
 
 const STREAM_COLUMNS =
-  'id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, redirect_mode, hits, uniques, last_hit_at, target_status, target_checked_at, target_error, version, created_at, updated_at';
+  'id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code, redirect_mode, daily_cap, hits, uniques, last_hit_at, target_status, target_checked_at, target_error, version, created_at, updated_at';
 const toStream = (r: Row): StreamRecord => ({
   id: String(r.id),
   flow_id: String(r.flow_id),
@@ -254,6 +254,7 @@ const toStream = (r: Row): StreamRecord => ({
   target_url: String(r.target_url),
   redirect_code: toNum(r.redirect_code) as StreamRecord['redirect_code'],
   redirect_mode: r.redirect_mode as StreamRecord['redirect_mode'],
+  daily_cap: toNum(r.daily_cap),
   hits: toNum(r.hits),
   uniques: toNum(r.uniques),
   last_hit_at: toIso(r.last_hit_at),
@@ -275,6 +276,7 @@ const STREAM_MUTABLE = [
   'target_url',
   'redirect_code',
   'redirect_mode',
+  'daily_cap',
 ] as const;
 const encodeStream = (k: string, v: unknown) => (k === 'filters' ? JSON.stringify(v) : v);
 
@@ -289,8 +291,8 @@ export class SqlStreams implements StreamStore {
     const now = iso(this.#clock);
     const [row] = await this.#x.all(
       `INSERT INTO streams (id, flow_id, name, type, position, weight, status, filters, target_url, redirect_code,
-         redirect_mode, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${STREAM_COLUMNS}`,
+         redirect_mode, daily_cap, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING ${STREAM_COLUMNS}`,
       [
         randomUUID(),
         s.flow_id,
@@ -303,6 +305,7 @@ export class SqlStreams implements StreamStore {
         s.target_url,
         s.redirect_code,
         s.redirect_mode ?? 'http',
+        s.daily_cap ?? 0,
         now,
         now,
       ],

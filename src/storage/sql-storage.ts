@@ -4,7 +4,7 @@ import { BatchGuard, pruneAppliedBatches } from './batch-guard.ts';
 import { SqlClicks } from './clicks.ts';
 import { ClusterStore } from './cluster-store.ts';
 import { SqlConversions } from './conversions.ts';
-import { addCounters } from './counters.ts';
+import { addCounters, streamDays } from './counters.ts';
 import { MIGRATIONS } from './migrations.ts';
 import type { QueryStats } from './query-stats.ts';
 import { type ReportStore, SqlReports } from './reports.ts';
@@ -103,6 +103,10 @@ export class SqlStorage implements Storage {
 
   addCounters(batch: CounterBatch): Promise<boolean> {
     return addCounters(this.#guard, batch);
+  }
+
+  streamDays(pairs: readonly { stream_id: string; day: string }[]): Promise<Map<string, number>> {
+    return streamDays(this.#b.exec, pairs);
   }
 
   pruneAppliedBatches(before: string): Promise<number> {

@@ -94,6 +94,8 @@ export interface StreamRecord {
   redirect_code: RedirectCode;
   /** `http` (status and Location), or a 200 page that moves on by `meta_refresh` or `js` (§13). */
   redirect_mode: RedirectMode;
+  /** Clicks per day in the flow's time zone after which the stream is skipped; 0: no cap (§13). */
+  daily_cap: number;
   hits: number;
   /** Hits that were unique clicks (§11); never more than `hits`. */
   uniques: number;
@@ -122,6 +124,8 @@ export type StreamInput = Pick<
 > & {
   /** Absent: http. */
   redirect_mode?: RedirectMode;
+  /** Absent: 0 (no cap). */
+  daily_cap?: number;
 };
 
 export type SortOrder = 'asc' | 'desc';
@@ -232,6 +236,8 @@ export interface CounterBatch {
     uniques?: number;
     last_click_at: string;
   }[];
+  /** Clicks per stream per local day, for daily caps (§13); absent: none. */
+  days?: { stream_id: string; day: string; clicks: number }[];
 }
 
 export const CLICK_OUTCOMES = ['redirect', 'no_match', 'bot'] as const;
@@ -589,6 +595,8 @@ export interface Storage {
   pruneAppliedBatches(before: string): Promise<number>;
   /** The totals, one small read whatever the number of rows. */
   aggregates(): Promise<Aggregates>;
+  /** Clicks counted so far on these (stream, local day) pairs by every node (daily caps, §13). */
+  streamDays(pairs: readonly { stream_id: string; day: string }[]): Promise<Map<string, number>>;
   /** Announces that a flow's routing data changed, to every node sharing the database. */
   publishInvalidation(slug: string): Promise<void>;
   onInvalidation(listener: InvalidationListener): void;

@@ -42,6 +42,7 @@ export function streamRecord(over: Partial<StreamRecord> = {}): StreamRecord {
     target_url: 'https://example.com/',
     redirect_code: 302,
     redirect_mode: 'http',
+    daily_cap: 0,
     hits: 0,
     uniques: 0,
     last_hit_at: null,

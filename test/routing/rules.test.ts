@@ -83,7 +83,13 @@ describe('targeting rules (§13)', () => {
     assert.equal(hourMask('9-'), undefined);
     // Monday 2026-01-05 23:30 UTC is Tuesday 00:30 in Berlin (UTC+1 in winter).
     const at = Date.UTC(2026, 0, 5, 23, 30);
-    assert.deepEqual(localTime(at, 'UTC'), { minute: Math.floor(at / 60_000), weekday: 1, hour: 23 });
+    assert.deepEqual(localTime(at, 'UTC'), {
+      minute: Math.floor(at / 60_000),
+      weekday: 1,
+      hour: 23,
+      day: '2026-01-05',
+    });
+    assert.equal(localTime(at, 'Europe/Berlin').day, '2026-01-06');
     assert.equal(localTime(at, 'Europe/Berlin').weekday, 2);
     assert.equal(localTime(at, 'Europe/Berlin').hour, 0);
     const v = visitor(undefined, { at });

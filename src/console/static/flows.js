@@ -230,6 +230,7 @@ const STREAM_FIELDS = [
   { name: 'position', label: 'Position', type: 'number' },
   { name: 'weight', label: 'Weight', type: 'number' },
   { name: 'status', label: 'Status', type: 'select', options: ['active', 'paused'] },
+  { name: 'daily_cap', label: 'Daily cap (clicks a day in the flow time zone; 0: none)', type: 'number' },
   {
     name: 'countries_include',
     label: 'Countries included (e.g. DE, AT)',
