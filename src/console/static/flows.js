@@ -421,6 +421,7 @@ function Streams({ flow, admin }) {
                     status: 'active',
                     redirect_code: 302,
                     redirect_mode: 'http',
+                    daily_cap: 0,
                   }
                 : editing,
             )}
