@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { pino } from 'pino';
-import { ClickLog } from '../../src/clicks/index.ts';
+import { ClickIdGenerator, ClickLog } from '../../src/clicks/index.ts';
 import {
   type NewClick,
   newBatchId,
@@ -56,6 +56,7 @@ const AGENTS = [
 ] as const;
 const COUNTRIES = ['US', 'DE', 'FR', 'GB', 'BR', 'IN'];
 let seq = 0;
+const clickIds = new ClickIdGenerator(systemClock);
 
 /** A click as the hot path would make it: per-request strings fresh, cached ones shared. */
 function click(at: number): NewClick {
@@ -64,8 +65,9 @@ function click(at: number): NewClick {
   const a = AGENTS[n % AGENTS.length]!;
   const bot = n % 50 === 0;
   return {
-    // 22 characters, one flat string (an id generator's output, whatever its layout).
-    click_id: randomBytes(16).toString('base64url'),
+    // As a node makes them: time first, so the primary key grows at its end as in production
+    // (random ids made every insert a random B-tree descent: half the rate at a million rows).
+    click_id: clickIds.next(),
     flow_id: FLOWS[f]!,
     stream_id: n % 20 === 0 ? null : STREAMS[f]![n % 3]!,
     at,

@@ -68,22 +68,38 @@ const PAGE_HEADERS = {
   'referrer-policy': 'no-referrer',
 } as const;
 
-/** `sub1`…`sub10` as the click log keeps them: one array, or null when the click had none. */
+/**
+ * `sub1`…`sub10` as the click log keeps them: an array up to the last sub-id the click had (the
+ * rest are null), or null when it had none — a buffered click holds no ten-slot array of nulls.
+ */
 function subsOf(f: ClickFacts): (string | null)[] | null {
-  if (
-    f.sub1 === null &&
-    f.sub2 === null &&
-    f.sub3 === null &&
-    f.sub4 === null &&
-    f.sub5 === null &&
-    f.sub6 === null &&
-    f.sub7 === null &&
-    f.sub8 === null &&
-    f.sub9 === null &&
-    f.sub10 === null
-  )
-    return null;
-  return [f.sub1, f.sub2, f.sub3, f.sub4, f.sub5, f.sub6, f.sub7, f.sub8, f.sub9, f.sub10];
+  // Most clicks carry a few low sub-ids or none: find the last one without building an array.
+  const n =
+    f.sub10 !== null
+      ? 10
+      : f.sub9 !== null
+        ? 9
+        : f.sub8 !== null
+          ? 8
+          : f.sub7 !== null
+            ? 7
+            : f.sub6 !== null
+              ? 6
+              : f.sub5 !== null
+                ? 5
+                : f.sub4 !== null
+                  ? 4
+                  : f.sub3 !== null
+                    ? 3
+                    : f.sub2 !== null
+                      ? 2
+                      : f.sub1 !== null
+                        ? 1
+                        : 0;
+  if (n === 0) return null;
+  const all = [f.sub1, f.sub2, f.sub3, f.sub4, f.sub5, f.sub6, f.sub7, f.sub8, f.sub9, f.sub10];
+  all.length = n;
+  return all;
 }
 
 /**
