@@ -150,4 +150,58 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       await page.close();
     }
   });
+
+  test('lists stay live, and a node that stops answering turns the console stale instead of green', async () => {
+    const node = await startTestNode();
+    let closed = false;
+    try {
+      const token = await node.token('admin', 'sam');
+      const flowRes = await node.acp('/acp/traffic-flows/create', token, { slug: 'live', name: 'Live' });
+      const live = (await flowRes.json()) as FlowRecord;
+      await node.acp('/acp/streams/create', token, {
+        flow_id: live.id,
+        name: 'all',
+        type: 'default',
+        target_url: 'https://x.test/',
+      });
+      for (const [width, height] of [
+        [1366, 768],
+        [390, 844],
+      ] as const) {
+        const page = await browser.newPage({ viewport: { width, height } });
+        await page.goto(`${node.url}/acp/`);
+        await page.fill('#token', token);
+        await page.click('form[aria-label="Sign in"] button[type=submit]');
+        await page.waitForSelector('[data-testid=updated]');
+        await page.click('nav a[href="#/flows"]');
+        const clicks = 'table[aria-label=Flows] tr:has(button:text-is("live")) td[data-label=Clicks]';
+        await page.waitForSelector(clicks);
+        const before = Number((await page.textContent(clicks))?.trim());
+        const res = await fetch(`${node.url}/go/live`, {
+          redirect: 'manual',
+          headers: { 'user-agent': IPHONE },
+        });
+        assert.equal(res.status, 302);
+        // No reload: the list polls, and shows when it last did.
+        await page.waitForSelector(`${clicks}:text-is("${before + 1}")`, { timeout: 15_000 });
+        assert.match(
+          (await page.textContent('[data-testid=list-updated]')) ?? '',
+          /^updated \d\d:\d\d:\d\d$/,
+        );
+        if (width === 390) {
+          await node.close();
+          closed = true;
+          await page.waitForSelector('[data-testid=stale]', { timeout: 15_000 });
+          assert.match((await page.textContent('[data-testid=stale]')) ?? '', /^stale since \d\d:\d\d:\d\d$/);
+          await page.waitForSelector('[data-testid=stale-banner]');
+          // The leader badge is no longer green.
+          assert.equal(await page.locator('header .badge.ok').count(), 0);
+          await screenshot(page, 'console-stale-390');
+        } else await screenshot(page, 'console-live-flows-1366');
+        await page.close();
+      }
+    } finally {
+      if (!closed) await node.close();
+    }
+  });
 });

@@ -10,7 +10,7 @@ import { ProceduresPage } from './procedures.js';
 import { ReportsPage } from './reports.js';
 import { RoutesPage } from './routes.js';
 import { TasksPage } from './tasks.js';
-import { ErrorLine, POLL_MS } from './ui.js';
+import { ErrorLine, fmt, POLL_MS } from './ui.js';
 
 /** How much of the metrics history the charts keep. */
 const HISTORY_MS = 15 * 60 * 1000;
@@ -74,7 +74,13 @@ function Login({ onLogin, notice }) {
 
 /** Polls system metrics (and who leads) for every page; keeps 15 minutes of samples for the charts. */
 function useMetrics(active) {
-  const [state, setState] = useState({ metrics: null, cluster: null, error: null });
+  const [state, setState] = useState({
+    metrics: null,
+    cluster: null,
+    error: null,
+    at: null,
+    staleSince: null,
+  });
   const history = useRef([]);
   useEffect(() => {
     if (!active) {
@@ -94,9 +100,17 @@ function useMetrics(active) {
         ]);
         const now = Date.now();
         history.current = [...history.current.filter((s) => s.t > now - HISTORY_MS), { t: now, metrics }];
-        if (alive) setState((s) => ({ metrics, cluster: cluster ?? s.cluster, error: null }));
+        if (alive)
+          setState((s) => ({
+            metrics,
+            cluster: cluster ?? s.cluster,
+            error: null,
+            at: now,
+            staleSince: null,
+          }));
       } catch (error) {
-        if (alive) setState((s) => ({ ...s, error }));
+        // The node stopped answering: what is on screen is from the last answer, and says so.
+        if (alive) setState((s) => ({ ...s, error, staleSince: s.staleSince ?? s.at ?? Date.now() }));
       }
       if (alive) timer = setTimeout(poll, POLL_MS);
     };
@@ -154,11 +168,19 @@ function App() {
     setNotice(null);
     setMe(null);
   };
-  return html`<div class="shell">
+  const stale = live.staleSince !== null && live.staleSince !== undefined;
+  return html`<div class=${`shell ${stale ? 'stale' : ''}`}>
     <header>
       <strong class="brand">Sluice</strong>
       <span class="node" data-testid="node-id" title="X-Server-Id">${me.server_id}</span>
-      ${isLeader === undefined ? '' : html`<span class=${`badge ${isLeader ? 'ok' : ''}`}>${isLeader ? 'leader' : 'follower'}</span>`}
+      ${isLeader === undefined ? '' : html`<span class=${`badge ${isLeader && !stale ? 'ok' : ''}`}>${isLeader ? 'leader' : 'follower'}</span>`}
+      ${
+        stale
+          ? html`<span class="badge stale-badge" data-testid="stale" role="status">stale since ${fmt.time(new Date(live.staleSince).toISOString())}</span>`
+          : live.at
+            ? html`<small class="updated" data-testid="updated">updated ${fmt.time(new Date(live.at).toISOString())}</small>`
+            : ''
+      }
       <span class="spacer"></span>
       <span class="who">${me.name} <small>(${me.role})</small></span>
       <button type="button" class="link" onClick=${signOut}>Sign out</button>
@@ -166,8 +188,14 @@ function App() {
     <nav aria-label="Pages">
       ${pages.map((p) => html`<a href=${p.hash} aria-current=${p === page ? 'page' : undefined}>${p.label}</a>`)}
     </nav>
+    ${
+      stale
+        ? html`<p class="error stale-banner" data-testid="stale-banner" role="alert">The node is not answering: everything below
+            is as it was at ${fmt.time(new Date(live.staleSince).toISOString())} and is not live. Retrying every ${POLL_MS / 1000} s.</p>`
+        : ''
+    }
     <main>
-      <${ErrorLine} error=${live.error} />
+      ${stale ? '' : html`<${ErrorLine} error=${live.error} />`}
       <${page.Page} me=${me} live=${live} />
     </main>
   </div>`;

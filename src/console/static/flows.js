@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { AcpError, acp, can, fieldErrors } from './api.js';
-import { ErrorLine, fmt, SortTable, usePoll } from './ui.js';
+import { ErrorLine, fmt, POLL_MS, SortTable, usePoll } from './ui.js';
 
 const PAGE = 20;
 
@@ -10,7 +10,8 @@ function usePaged(path, filter) {
   const [cursors, setCursors] = useState([undefined]);
   const [sort, setSortState] = useState(null);
   const cursor = cursors.at(-1);
-  const [page, error, reload] = usePoll(
+  // Polled like every view with counters: clicks, hits and revenue move while the page is open.
+  const [page, error, reload, updatedAt] = usePoll(
     () =>
       acp(path, {
         ...(filter ? { filter } : {}),
@@ -18,13 +19,14 @@ function usePaged(path, filter) {
         limit: PAGE,
         ...(cursor ? { cursor } : {}),
       }),
-    0,
+    POLL_MS,
     [path, JSON.stringify(filter), JSON.stringify(sort), cursor],
   );
   return {
     page,
     error,
     reload,
+    updatedAt,
     /** The server sorts the whole list; a new order starts again at the first page. */
     sort,
     setSort: (next) => {
@@ -39,11 +41,11 @@ function usePaged(path, filter) {
 }
 
 function Pager({ paged }) {
-  const { page, index, next, prev } = paged;
+  const { page, index, next, prev, updatedAt } = paged;
   if (!page) return null;
   return html`<div class="pager">
     <button type="button" class="secondary" onClick=${prev} disabled=${!prev}>‹ Previous</button>
-    <span>page ${index} · ${fmt.n(page.total)} in all</span>
+    <span>page ${index} · ${fmt.n(page.total)} in all${updatedAt ? html` · <span data-testid="list-updated">updated ${fmt.time(new Date(updatedAt).toISOString())}</span>` : ''}</span>
     <button type="button" class="secondary" onClick=${next} disabled=${!next}>Next ›</button>
   </div>`;
 }
@@ -614,6 +616,12 @@ export function FlowsPage({ me }) {
         : ''
     }
     <${ErrorLine} error=${paged.error ?? failure} />
+    ${
+      paged.page && paged.page.total === 0
+        ? html`<p class="notice" data-testid="no-flows">No traffic flows yet. ${admin ? 'Create one with New flow, then give it a default stream' : 'An admin creates them'}
+            (or run <code>npm run seed-demo</code> for two demo flows).</p>`
+        : ''
+    }
     ${paged.page ? html`<${SortTable} label="Flows" columns=${columns} rows=${paged.page.items} rowKey=${(f) => f.id} sort=${paged.sort} onSort=${paged.setSort} rowClass=${(f) => (f.id === selected?.id ? 'selected' : '')} />` : html`<p>Loading…</p>`}
     <${Pager} paged=${paged} />
     ${selected ? html`<${Streams} key=${selected.id} flow=${selected} admin=${admin} />` : html`<p class="hint">Pick a flow's slug to see its streams.</p>`}

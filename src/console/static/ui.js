@@ -35,9 +35,12 @@ export const fmt = {
   },
 };
 
-/** Calls `fn` now and every `ms` while mounted (and when `deps` change); returns [data, error, reload]. */
+/**
+ * Calls `fn` now and every `ms` while mounted (and when `deps` change); returns [data, error,
+ * reload, the time of the last answer].
+ */
 export function usePoll(fn, ms, deps = []) {
-  const [state, setState] = useState({ data: null, error: null });
+  const [state, setState] = useState({ data: null, error: null, at: null });
   const [tick, setTick] = useState(0);
   // Restarts when the caller's deps change (or on reload). Each run has its own liveness flag, so
   // an answer still in flight from a previous run (an old page, an old level) is dropped, never shown.
@@ -47,9 +50,9 @@ export function usePoll(fn, ms, deps = []) {
     const run = async () => {
       try {
         const data = await fn();
-        if (alive) setState({ data, error: null });
+        if (alive) setState({ data, error: null, at: Date.now() });
       } catch (error) {
-        if (alive) setState((s) => ({ data: s.data, error }));
+        if (alive) setState((s) => ({ data: s.data, error, at: s.at }));
       }
       if (alive && ms > 0) timer = setTimeout(run, ms);
     };
@@ -59,7 +62,7 @@ export function usePoll(fn, ms, deps = []) {
       clearTimeout(timer);
     };
   }, [...deps, tick]);
-  return [state.data, state.error, () => setTick((t) => t + 1)];
+  return [state.data, state.error, () => setTick((t) => t + 1), state.at];
 }
 
 export const ErrorLine = ({ error }) =>
