@@ -34,6 +34,7 @@ Commands:
   doctor --url URL [--url URL2] --token TOKEN   run the seven operator procedures against nodes
          [--urls URL,URL2] [--task-p95-ms N]    (version audit across nodes; token also SLUICE_TOKEN)
          [--client-error-rate R]                (0–1: a route's recent 4xx share that is a finding)
+         [--single]                             (one --url: only that node; else its whole cluster)
          [--json]                               exit 0 healthy, 1 findings, 2 unreachable/refused
   migrate                                       apply pending database migrations and exit
   demo                                          create demo flows (demo, demo-position) if missing
@@ -102,6 +103,7 @@ const doctorOptions = {
   'task-p95-ms': { type: 'string' },
   'client-error-rate': { type: 'string' },
   json: { type: 'boolean' },
+  single: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -177,7 +179,13 @@ async function doctor(args: string[]): Promise<number> {
   const rate = rateArg === undefined ? DEFAULT_CLIENT_ERROR_RATE : Number(rateArg);
   if (rateArg?.trim() === '' || !(rate >= 0 && rate <= 1))
     throw new UsageError('--client-error-rate must be a number from 0 to 1');
-  const report = await runDoctor({ urls, token, taskP95Ms: level, clientErrorRate: rate });
+  const report = await runDoctor({
+    urls,
+    token,
+    taskP95Ms: level,
+    clientErrorRate: rate,
+    discover: values.single !== true,
+  });
   process.stdout.write(
     values.json
       ? `${JSON.stringify(report, null, 2)}\n`

@@ -348,7 +348,14 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     registerReportRoutes(acp, { storage });
     registerHttpClientRoutes(acp, httpClient);
     registerCronRoutes(acp, scheduler);
-    registerClusterRoutes(acp, { storage, election, serverId, cluster: config.cluster });
+    registerClusterRoutes(acp, {
+      storage,
+      election,
+      serverId,
+      cluster: config.cluster,
+      telemetry,
+      httpClient,
+    });
     registerOperatorRoutes(acp, new OperatorDirectory(config.acp.operators, storage.operators));
     registerAuditRoutes(acp, storage.audit);
     registerConsoleRoutes(acp, {
@@ -386,6 +393,10 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       ? `[${config.app.server.host}]`
       : config.app.server.host;
     const url = `http://${host}:${port}`;
+    const wildcard = listenHost === '0.0.0.0' || listenHost === '::';
+    heartbeat.advertise(config.cluster.advertise_url ?? (wildcard ? `http://${hostname()}:${port}` : url));
+    // Listed with its address now, not at the next renewal.
+    await heartbeat.beat(election.isLeader());
     // After listening: a start that fails (a busy port) must not spend the one showing of the token.
     if (mode === 'development') {
       const token = await bootstrapAdmin(storage.operators, config.acp.operators.length);

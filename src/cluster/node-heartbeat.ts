@@ -7,6 +7,8 @@ export interface NodeIdentity {
   started_at: string;
   version: string | undefined;
   commit: string;
+  /** Where peers reach it; set once the server listens. */
+  url?: string | null;
 }
 
 export interface NodeHeartbeatOptions {
@@ -29,6 +31,11 @@ export class NodeHeartbeat {
 
   constructor(opts: NodeHeartbeatOptions) {
     this.#o = opts;
+  }
+
+  /** Where peers reach this node, known once the server listens (sent with the next beat). */
+  advertise(url: string): void {
+    this.#o.node.url = url;
   }
 
   async beat(isLeader: boolean): Promise<void> {

@@ -121,6 +121,9 @@ export const ConfigSchema = Type.Object(
         lease_ttl_ms: Milliseconds(10_000, 100),
         renew_interval_ms: Milliseconds(3_000, 10),
         forget_after_ms: Milliseconds(86_400_000, 1000, 30 * 86_400_000),
+        // Where the other nodes (and the doctor) reach this node's ACP; absent: its listen address
+        // (the host name instead of 0.0.0.0 / ::). Set it when a proxy or NAT sits in between.
+        advertise_url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, pattern: '^https?://' })),
       },
       strict,
     ),

@@ -20,6 +20,54 @@ export interface DoctorOptions {
   /** Per ACP call. */
   timeoutMs?: number;
   now?: () => number;
+  /**
+   * Given one URL, ask that node for the cluster (`/acp/cluster/nodes`) and check every node in it
+   * at its advertised address (default true). False: only the URLs given.
+   */
+  discover?: boolean;
+}
+
+/**
+ * The nodes to check when one URL is given: that node (at the URL given) and every other node the
+ * registry lists, alive ones at their advertised address; a node listed but not alive is reported
+ * unreachable. A node that cannot list its cluster (an older build, a viewer refused) is checked alone.
+ */
+async function clusterOf(
+  url: string,
+  token: string,
+  timeoutMs: number,
+): Promise<{ urls: string[]; down: NodeResult[] }> {
+  const alone = { urls: [url], down: [] };
+  try {
+    const res = await fetch(`${url.replace(/\/+$/, '')}/acp/cluster/nodes`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: '{}',
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    if (res.status !== 200) return alone;
+    const body = (await res.json()) as {
+      items?: { server_id: string; alive: boolean; url?: string | null; last_seen?: string }[];
+      this_node?: { server_id?: string };
+    };
+    const self = body.this_node?.server_id;
+    const urls = [url];
+    const down: NodeResult[] = [];
+    for (const n of body.items ?? []) {
+      if (n.server_id === self) continue;
+      if (!n.alive)
+        down.push({
+          url: n.url ?? n.server_id,
+          reachable: false,
+          error: `${n.server_id}: not alive (last seen ${n.last_seen ?? '?'})`,
+        });
+      else if (n.url) urls.push(n.url);
+      else down.push({ url: n.server_id, reachable: false, error: `${n.server_id}: advertises no address` });
+    }
+    return { urls, down };
+  } catch {
+    return alone;
+  }
 }
 
 export type NodeResult =
@@ -150,8 +198,12 @@ export async function gather(
 /** Runs the procedures against every node given; never throws for a node's state, only reports it. */
 export async function runDoctor(o: DoctorOptions): Promise<DoctorReport> {
   const now = o.now ?? Date.now;
-  const nodes: NodeResult[] = await Promise.all(
-    o.urls.map(async (url): Promise<NodeResult> => {
+  const cluster =
+    o.urls.length === 1 && o.discover !== false
+      ? await clusterOf(o.urls[0]!, o.token, o.timeoutMs ?? 10_000)
+      : { urls: [...o.urls], down: [] };
+  const asked: NodeResult[] = await Promise.all(
+    cluster.urls.map(async (url): Promise<NodeResult> => {
       try {
         const snapshot = await gather(url, o.token, o.timeoutMs ?? 10_000, now);
         return {
@@ -164,6 +216,7 @@ export async function runDoctor(o: DoctorOptions): Promise<DoctorReport> {
       }
     }),
   );
+  const nodes = [...asked, ...cluster.down];
   const reached = nodes.filter((n): n is NodeReport & { reachable: true } => n.reachable);
   const version_audit = auditVersions(
     reached,

@@ -24,6 +24,8 @@ export interface NodeRecord {
   last_seen: string;
   version: string | null;
   commit: string;
+  /** Where its peers reach it; null for a node of an older build. */
+  url: string | null;
   /** Seen within the `aliveWithinMs` asked for. */
   alive: boolean;
 }
@@ -130,13 +132,15 @@ export class ClusterStore {
     version: string | undefined;
     commit: string;
     is_leader: boolean;
+    /** Where its peers reach it (`cluster.advertise_url`, else its listen address). */
+    url?: string | null | undefined;
   }): Promise<void> {
     const now = this.#now();
     await this.#x.run(
-      `INSERT INTO nodes (server_id, started_at, last_seen, version, commit_id, is_leader) VALUES (?, ?, ${now.sql}, ?, ?, ?)
+      `INSERT INTO nodes (server_id, started_at, last_seen, version, commit_id, is_leader, url) VALUES (?, ?, ${now.sql}, ?, ?, ?, ?)
        ON CONFLICT (server_id) DO UPDATE SET started_at = EXCLUDED.started_at, last_seen = EXCLUDED.last_seen,
-         version = EXCLUDED.version, commit_id = EXCLUDED.commit_id, is_leader = EXCLUDED.is_leader`,
-      [n.server_id, n.started_at, ...now.params, n.version ?? null, n.commit, n.is_leader],
+         version = EXCLUDED.version, commit_id = EXCLUDED.commit_id, is_leader = EXCLUDED.is_leader, url = EXCLUDED.url`,
+      [n.server_id, n.started_at, ...now.params, n.version ?? null, n.commit, n.is_leader, n.url ?? null],
     );
   }
 
@@ -160,7 +164,7 @@ export class ClusterStore {
     const alive = this.#ago(o.aliveWithinMs);
     const forget = this.#ago(o.forgetAfterMs);
     const rows = await this.#x.all(
-      `SELECT server_id, started_at, last_seen, version, commit_id, CASE WHEN last_seen > ${alive.sql} THEN 1 ELSE 0 END AS alive
+      `SELECT server_id, started_at, last_seen, version, commit_id, url, CASE WHEN last_seen > ${alive.sql} THEN 1 ELSE 0 END AS alive
        FROM nodes WHERE last_seen >= ${forget.sql} ORDER BY server_id`,
       [...alive.params, ...forget.params],
     );
@@ -170,6 +174,7 @@ export class ClusterStore {
       last_seen: toIso(r.last_seen)!,
       version: (r.version ?? null) as string | null,
       commit: String(r.commit_id),
+      url: (r.url ?? null) as string | null,
       alive: toNum(r.alive) === 1,
     }));
   }

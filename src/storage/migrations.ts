@@ -573,4 +573,12 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 13,
+    name: 'the address each node advertises to its peers',
+    // #13: a node's ACP can show every node's figures and the doctor can reach the whole cluster
+    // from one URL; each node writes where it can be reached with its heartbeat (null: unknown).
+    sqlite: `ALTER TABLE nodes ADD COLUMN url TEXT;`,
+    postgres: `ALTER TABLE nodes ADD COLUMN url TEXT;`,
+  },
 ];

@@ -91,8 +91,14 @@ describe('a leader and a follower on one PostgreSQL, seen through the ACP', { sk
       'last_seen',
       'server_id',
       'started_at',
+      'url',
       'version',
     ]);
+    // Each node lists the address it listens on (no cluster.advertise_url here).
+    assert.deepEqual(
+      nodes.items.map((n) => (n as unknown as { url: string }).url),
+      [a.url, b.url],
+    );
     const cfgB = (await (await b.acp('/acp/system/config', tokenB, {})).json()) as {
       runtime: Record<string, unknown>;
     };

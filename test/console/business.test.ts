@@ -4,8 +4,10 @@ import type { Browser, Page } from 'playwright-core';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { browserMissing, launchBrowser, screenshot, watchConsole } from '../helpers/browser.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
 
 const skip = browserMissing();
+const skipPg = !(await pgAvailable()) && 'PostgreSQL unavailable';
 const IPHONE =
   'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1';
 
@@ -202,6 +204,43 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       }
     } finally {
       if (!closed) await node.close();
+    }
+  });
+
+  test('the cluster page shows every node with its own figures and the version audit', {
+    skip: skipPg,
+  }, async () => {
+    const schema = testSchema();
+    const yaml = (id: string, commit: string) =>
+      `app:\n  commit: ${commit}\n  server:\n    id: ${id}\ncluster:\n  leader_election: postgres\n  lease_ttl_ms: 5000\n  renew_interval_ms: 200\n`;
+    const a = await startTestNode({ postgres: { schema }, yaml: yaml('web-a', 'c0ffee') });
+    const b = await startTestNode({ postgres: { schema }, yaml: yaml('web-b', 'deadbee') });
+    try {
+      const token = await a.token('viewer', 'vera');
+      for (const [width, height, name] of [
+        [1366, 768, 'console-cluster-1366'],
+        [390, 844, 'console-cluster-390'],
+      ] as const) {
+        const page = await browser.newPage({ viewport: { width, height } });
+        await page.goto(`${a.url}/acp/#/cluster`);
+        await page.fill('#token', token);
+        await page.click('form[aria-label="Sign in"] button[type=submit]');
+        for (const id of ['web-a', 'web-b'])
+          await page.waitForSelector(
+            `table[aria-label=Cluster] tr:has(code:text-is("${id}")) td[data-label=Figures]:text-is("live")`,
+          );
+        assert.match(
+          (await page.textContent('[data-testid=version-audit]')) ?? '',
+          /web-b runs a different build/,
+        );
+        assert.ok((await overflow(page)) <= 0, `no horizontal overflow at ${width} px`);
+        await screenshot(page, name);
+        await page.close();
+      }
+    } finally {
+      await b.close();
+      await a.close();
+      await dropSchema(schema);
     }
   });
 });

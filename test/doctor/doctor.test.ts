@@ -315,6 +315,28 @@ describe('sluice doctor across a leader and a follower on one PostgreSQL', { ski
     assert.match(report.version_audit.summary, /2 nodes on c0ffee/);
   });
 
+  test('given one URL, the doctor checks the whole cluster the node lists; --single only that node', async () => {
+    const { code, stdout } = await doctor(['--url', b.url, '--token', token, '--json']);
+    assert.equal(code, 0, stdout);
+    const report = JSON.parse(stdout);
+    assert.deepEqual(report.nodes.map((n: { server_id: string }) => n.server_id).sort(), ['doc-a', 'doc-b']);
+    assert.match(report.version_audit.summary, /2 nodes on c0ffee/);
+    const single = await doctor(['--url', b.url, '--token', token, '--json', '--single']);
+    assert.deepEqual(
+      JSON.parse(single.stdout).nodes.map((n: { server_id: string }) => n.server_id),
+      ['doc-b'],
+    );
+    // Every node's figures from any one node, fetched with the caller's token.
+    const res = await b.acp('/acp/cluster/metrics', token, {});
+    const all = (await res.json()) as {
+      items: { server_id: string; metrics: { host: { server_id: string } } | null; error: string | null }[];
+    };
+    assert.deepEqual(all.items.map((i) => [i.server_id, i.metrics?.host.server_id, i.error]).sort(), [
+      ['doc-a', 'doc-a', null],
+      ['doc-b', 'doc-b', null],
+    ]);
+  });
+
   test('a node on another build is the version audit finding (exit 1)', async () => {
     const c = await startTestNode({ postgres: { schema }, yaml: yaml('doc-c', 'deadbee') });
     try {

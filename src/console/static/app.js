@@ -3,6 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { AcpError, acp, can, SIGNED_OUT, session } from './api.js';
 import { AuditPage } from './audit.js';
 import { ClicksPage, ConversionsPage } from './clicks.js';
+import { ClusterPage } from './cluster.js';
 import { FlowsPage } from './flows.js';
 import { OperatorsPage } from './operators.js';
 import { OverviewPage } from './overview.js';
@@ -19,6 +20,7 @@ const PAGES = [
   { hash: '#/overview', label: 'Overview', Page: OverviewPage },
   { hash: '#/routes', label: 'Routes', Page: RoutesPage },
   { hash: '#/tasks', label: 'Tasks', Page: TasksPage },
+  { hash: '#/cluster', label: 'Cluster', Page: ClusterPage },
   { hash: '#/flows', label: 'Flows & streams', Page: FlowsPage },
   { hash: '#/clicks', label: 'Clicks', Page: ClicksPage },
   { hash: '#/conversions', label: 'Conversions', Page: ConversionsPage },
