@@ -1,5 +1,6 @@
 import type { Row, SqlExecutor } from './sql.ts';
 import { toNum } from './sql.ts';
+import type { SqlReader } from './sqlite-reader.ts';
 
 /** Click-log columns a report may group by (§15); the same names exist on `conversions`. */
 export const REPORT_COLUMNS = [
@@ -73,8 +74,11 @@ export interface ReportStore {
  */
 export class SqlReports implements ReportStore {
   readonly #x: SqlExecutor;
-  constructor(x: SqlExecutor) {
+  /** Where the scans run: a reader thread on SQLite (they would hold the event loop), else `x`. */
+  readonly #read: SqlReader;
+  constructor(x: SqlExecutor, reader?: SqlReader) {
     this.#x = x;
+    this.#read = reader ?? x;
   }
 
   #bucket(seconds: number): string {
@@ -118,7 +122,7 @@ export class SqlReports implements ReportStore {
     const group = ['bucket', ...cols].join(', ');
     const bucket = this.#bucket(spec.bucketSeconds);
     const cw = this.#where(spec, 'clicks');
-    const clickRows = await this.#x.all(
+    const clickRows = await this.#read.all(
       `SELECT ${bucket} AS bucket${select},
          SUM(CASE WHEN outcome = 'redirect' THEN 1 ELSE 0 END) AS clicks,
          SUM(CASE WHEN outcome = 'redirect' AND is_unique THEN 1 ELSE 0 END) AS uniques,
@@ -129,7 +133,7 @@ export class SqlReports implements ReportStore {
       cw.params,
     );
     const vw = this.#where(spec, 'conversions');
-    const conversionRows = await this.#x.all(
+    const conversionRows = await this.#read.all(
       `SELECT ${bucket} AS bucket${select},
          SUM(CASE WHEN status = 'lead' THEN 1 ELSE 0 END) AS leads,
          SUM(CASE WHEN status = 'sale' THEN 1 ELSE 0 END) AS sales,
@@ -147,7 +151,7 @@ export class SqlReports implements ReportStore {
   async currencies(spec: ReportSpec): Promise<string[]> {
     const cw = this.#where(spec, 'clicks');
     const vw = this.#where(spec, 'conversions');
-    const rows = await this.#x.all(
+    const rows = await this.#read.all(
       `SELECT currency FROM traffic_flows
          WHERE id IN (SELECT DISTINCT flow_id FROM clicks WHERE ${cw.sql} AND cost_micros > 0)
        UNION

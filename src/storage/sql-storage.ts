@@ -11,6 +11,7 @@ import { type ReportStore, SqlReports } from './reports.ts';
 import { SqlFlows, SqlOperators, SqlStreams } from './repositories.ts';
 import { SqlSightings } from './sightings.ts';
 import { type SqlExecutor, toNum } from './sql.ts';
+import type { SqlReader } from './sqlite-reader.ts';
 import type {
   Aggregates,
   AuditStore,
@@ -39,6 +40,8 @@ export interface Backend {
   subscribe(listener: InvalidationListener): void;
   isOpen(): boolean;
   close(): Promise<void>;
+  /** Long reads off the main thread (SQLite on a file); absent: `exec` reads. */
+  reader?: SqlReader;
 }
 
 /** Storage written once over {@link SqlExecutor}; SQLite and PostgreSQL differ only in their Backend. */
@@ -68,7 +71,7 @@ export class SqlStorage implements Storage {
     this.#guard = new BatchGuard(backend.exec, clock);
     this.clicks = new SqlClicks(backend.exec, this.#guard);
     this.conversions = new SqlConversions(backend.exec, clock);
-    this.reports = new SqlReports(backend.exec);
+    this.reports = new SqlReports(backend.exec, backend.reader);
     this.audit = new SqlAudit(backend.exec, clock);
     this.sightings = new SqlSightings(backend.exec);
   }

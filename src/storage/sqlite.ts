@@ -6,6 +6,7 @@ import type { Clock } from '../time/index.ts';
 import { QueryStats } from './query-stats.ts';
 import { SqlStorage } from './sql-storage.ts';
 import { SqliteExecutor } from './sqlite-executor.ts';
+import { SqliteReader } from './sqlite-reader.ts';
 
 const BUSY_TIMEOUT_MS = 5000;
 
@@ -23,6 +24,8 @@ export function openSqlite(path: string, clock: Clock): SqlStorage {
     throw new ApiError('db.unavailable', `cannot open SQLite database at ${path}`, { cause: err });
   }
   const stats = new QueryStats(clock);
+  // Reports' scans read on their own thread; an in-memory database has no file to share.
+  const reader = path === ':memory:' ? undefined : new SqliteReader(path, stats);
   return new SqlStorage(
     {
       driver: 'sqlite',
@@ -35,8 +38,10 @@ export function openSqlite(path: string, clock: Clock): SqlStorage {
       subscribe: () => {},
       isOpen: () => db.isOpen,
       close: async () => {
+        await reader?.close();
         if (db.isOpen) db.close();
       },
+      ...(reader ? { reader } : {}),
     },
     clock,
   );
