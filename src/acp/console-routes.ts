@@ -61,7 +61,7 @@ export function registerConsoleRoutes(acp: AcpRouter, deps: ConsoleRoutesDeps): 
       const report = evaluate(
         {
           url: '',
-          metrics: telemetry.systemMetrics() as unknown as Record<string, unknown>,
+          metrics: telemetry.systemMetrics(),
           tasks: scheduler.list(),
           commits: { flows: deps.commit, streams: deps.commit },
           // As `/acp/cluster/nodes` says it (doctor reads that): no known leader is null.

@@ -7,7 +7,7 @@ import {
   type NewClick,
   newBatchId,
 } from '../storage/index.ts';
-import type { Logger, Telemetry } from '../telemetry/index.ts';
+import type { ClicksSection, Logger, Telemetry } from '../telemetry/index.ts';
 import { type Clock, systemClock } from '../time/index.ts';
 
 /** Rows a batch holds at most: a flush of a larger buffer cuts several (bounded statements, short transactions). */
@@ -40,20 +40,7 @@ export interface ClickLogOptions {
 }
 
 /** The click log's figures for system metrics (cumulative since start, except the gauges). */
-export interface ClickLogStats {
-  /** Clicks in the buffer, not yet cut into a batch (gauge). */
-  buffered: number;
-  /** Clicks in batches cut and not yet acknowledged (gauge). */
-  unacked: number;
-  buffer_max: number;
-  /** Clicks whose batch the database acknowledged. */
-  persisted: number;
-  /** Clicks lost: the buffer was full, a batch was given up, or the node stopped with the database down. */
-  dropped: number;
-  /** Flush attempts that failed (each is retried). */
-  failed_flushes: number;
-  last_error: string | null;
-}
+export type ClickLogStats = ClicksSection;
 
 interface Pending {
   batch: ClickBatch;

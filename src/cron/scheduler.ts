@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ApiError, describeCause } from '../errors/index.ts';
 import type { Fence } from '../storage/index.ts';
-import { type Logger, runWithContext, type Telemetry } from '../telemetry/index.ts';
+import { type Logger, runWithContext, type TasksSection, type Telemetry } from '../telemetry/index.ts';
 import type { Clock } from '../time/index.ts';
 import { TaskRuntime } from './runtime.ts';
 import type { Schedule } from './schedule.ts';
@@ -323,8 +323,8 @@ export class Scheduler {
   }
 
   /** The `tasks` section of system metrics (§5). */
-  section(): Record<string, unknown> {
-    const out: Record<string, unknown> = {};
+  section(): TasksSection {
+    const out: TasksSection = {};
     for (const item of this.list()) {
       out[item.name] = {
         runs: item.runtime.runs,

@@ -1,3 +1,4 @@
+import type { Partially, SystemMetrics } from '../telemetry/index.ts';
 import {
   auditVersions,
   evaluate,
@@ -178,7 +179,8 @@ export async function gather(
   const metrics = await post('/acp/system/metrics');
   return {
     url: base,
-    metrics: ok('/acp/system/metrics', metrics) ? metrics.body : undefined,
+    // The wire JSON, read as the one system metrics type with every field possibly absent.
+    metrics: ok('/acp/system/metrics', metrics) ? (metrics.body as Partially<SystemMetrics>) : undefined,
     tasks: items<TaskView>('/acp/cron-tasks/list', tasks, isTask) ?? [],
     commits: {
       flows: ok('/acp/traffic-flows/list', flows) ? String(flows.body.commit) : null,

@@ -6,7 +6,15 @@
 
 import type { TaskItem } from '../cron/index.ts';
 import type { FailedCall } from '../http-client/index.ts';
-import { type RecorderEntry, UNMATCHED_ROUTE } from '../telemetry/index.ts';
+import {
+  type ClicksSection,
+  type FlowsSection,
+  type Partially,
+  type RecentEntry,
+  type RecorderEntry,
+  type SystemMetrics,
+  UNMATCHED_ROUTE,
+} from '../telemetry/index.ts';
 
 /**
  * A task item as `/acp/cron-tasks/list` returns it (only the fields the procedures read).
@@ -29,18 +37,14 @@ export type TaskView = Pick<TaskItem, 'name' | 'kind' | 'execution_scope' | 'ena
       Partial<Pick<TaskItem['runtime'], 'p95_last_hour'>>;
   };
 
-/** A recorder entry of `controllers` (§5, §17); the §17 fields are absent from an older node's. */
-export type ControllerEntry = Pick<RecorderEntry, 'count' | 'errors' | 'avg_ms' | 'p95_ms'> &
-  Partial<Pick<RecorderEntry, 'client_errors' | 'server_errors' | 'recent'>>;
-
 /** A failed outgoing call as `/acp/http-client/recent-failures` returns it (fields read here). */
 export type FailedCallView = Pick<FailedCall, 'at' | 'task' | 'method' | 'url' | 'status' | 'error'>;
 
 /** Everything the procedures judge, for one node at one moment. */
 export interface NodeSnapshot {
   url: string;
-  /** The system metrics object (§5), or undefined when it could not be read. */
-  metrics: Record<string, unknown> | undefined;
+  /** The system metrics object (§5) as the node answered it, or undefined when it could not be read. */
+  metrics: Partially<SystemMetrics> | undefined;
   tasks: readonly TaskView[];
   /** `commit` of the two list responses; null when that list could not be read. */
   commits: { flows: string | null; streams: string | null };
@@ -116,8 +120,6 @@ const PER_NODE_KINDS: Record<string, string> = {
   'cache.reload': "followers' routing caches only refresh on expiry",
 };
 
-const obj = (v: unknown): Record<string, unknown> | undefined =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;
 
@@ -213,8 +215,7 @@ export function taskP95(s: NodeSnapshot, o: ProcedureOptions): ProcedureResult {
 
 /** 4. Leader-scoped tasks that do not run: is this node the leader, is the scope right? */
 export function leaderTasks(s: NodeSnapshot): ProcedureResult {
-  const host = obj(s.metrics?.host);
-  const isLeader = host?.is_leader === true;
+  const isLeader = s.metrics?.host?.is_leader === true;
   const items: ProcedureItem[] = [];
   const leaderScoped = s.tasks.filter((t) => t.execution_scope === 'leader' && t.enabled);
   if (leaderScoped.length > 0 && s.leaderId === null) {
@@ -279,15 +280,22 @@ const percent = (x: number) => `${Math.round(x * 1000) / 10} %`;
  * window are shown, not flagged. An older node without the split: every error is a finding.
  */
 export function routeErrors(s: NodeSnapshot, o: ProcedureOptions): ProcedureResult {
-  const controllers = obj(s.metrics?.controllers) ?? {};
+  const controllers = s.metrics?.controllers ?? {};
   const items: ProcedureItem[] = [];
-  for (const [route, raw] of Object.entries(controllers)) {
-    const e = obj(raw) as ControllerEntry | undefined;
-    if (!e || !(e.errors > 0)) continue;
+  for (const [route, e] of Object.entries(controllers) as [string, Partially<RecorderEntry> | undefined][]) {
+    if (!e || typeof e.errors !== 'number' || !(e.errors > 0)) continue;
     const unmatched = route === UNMATCHED_ROUTE;
     const what = unmatched ? ' (requests matching no route)' : '';
     const since = `${e.errors} of ${e.count} calls failed since start (avg ${e.avg_ms} ms, p95 ${e.p95_ms} ms)`;
-    const recent = e.recent;
+    // A window with every figure, from a node of this contract (§17); an older node has none.
+    const r = e.recent;
+    const recent =
+      typeof r?.count === 'number' &&
+      typeof r.errors === 'number' &&
+      typeof r.server_errors === 'number' &&
+      typeof r.window_s === 'number'
+        ? (r as RecentEntry)
+        : undefined;
     if (recent === undefined || e.server_errors === undefined) {
       items.push({ subject: route, message: since + what, finding: !unmatched, data: { ...e } });
       continue;
@@ -304,7 +312,7 @@ export function routeErrors(s: NodeSnapshot, o: ProcedureOptions): ProcedureResu
         (parts.length > 0
           ? `last ${recent.window_s / 60} minutes: ${parts.join(', ')} of ${plural(recent.count, 'call')}; `
           : `no errors in the last ${recent.window_s / 60} minutes; `) +
-        `${e.server_errors} server and ${e.client_errors} client errors of ${plural(e.count, 'call')} since start${what}`,
+        `${e.server_errors} server and ${e.client_errors} client errors of ${plural(e.count ?? 0, 'call')} since start${what}`,
       finding: recent.server_errors > 0 || clientFinding,
       data: { ...e, recent_client_error_rate: Math.round(rate * 10_000) / 10_000 },
     });
@@ -327,21 +335,21 @@ export function acpHealth(s: NodeSnapshot): ProcedureResult {
   if (m === undefined) {
     items.push({ subject: 'system metrics', message: 'could not be read', finding: true });
   } else {
-    const controllers = obj(m.controllers);
+    const controllers = m.controllers;
     const routes = controllers ? Object.keys(controllers).length : 0;
     items.push({
       subject: 'controllers',
       message: controllers ? `${plural(routes, 'route')} recorded` : 'missing from system metrics',
       finding: controllers === undefined || routes === 0,
     });
-    const uptime = obj(m.host)?.uptime_seconds;
+    const uptime = m.host?.uptime_seconds;
     items.push({
       subject: 'host.uptime_seconds',
       message: typeof uptime === 'number' ? `${uptime} s` : 'missing',
       finding: typeof uptime !== 'number',
       ...(typeof uptime === 'number' ? { data: { uptime_seconds: uptime } } : {}),
     });
-    const db = obj(m.db);
+    const db = m.db;
     if (db?.status !== undefined) {
       items.push({
         subject: 'db',
@@ -352,13 +360,13 @@ export function acpHealth(s: NodeSnapshot): ProcedureResult {
         finding: db.status !== 'up',
       });
     }
-    const clicks = clickLogItem(obj(m.clicks));
+    const clicks = clickLogItem(m.clicks);
     if (clicks !== undefined) items.push(clicks);
-    const noDefault = noDefaultItem(obj(obj(m.traffic_flows)?.without_default_stream));
+    const noDefault = noDefaultItem(m.traffic_flows?.without_default_stream);
     if (noDefault !== undefined) items.push(noDefault);
   }
   for (const p of s.problems) items.push({ subject: 'acp', message: p, finding: true });
-  const uptime = obj(m?.host)?.uptime_seconds;
+  const uptime = m?.host?.uptime_seconds;
   return result('acp_health', items, `metrics arrive; up ${typeof uptime === 'number' ? uptime : '?'} s`);
 }
 
@@ -370,7 +378,7 @@ export const CLICK_BUFFER_WARN = 0.8;
  * finding once any click was dropped since the node started, or when the buffer is close to
  * dropping (the database has refused batches for a while). An older node without the section: no item.
  */
-function clickLogItem(c: Record<string, unknown> | undefined): ProcedureItem | undefined {
+function clickLogItem(c: Partially<ClicksSection> | undefined): ProcedureItem | undefined {
   if (c === undefined || typeof c.dropped !== 'number') return undefined;
   const num = (v: unknown) => (typeof v === 'number' ? v : 0);
   const dropped = c.dropped;
@@ -397,7 +405,9 @@ function clickLogItem(c: Record<string, unknown> | undefined): ProcedureItem | u
  * Flows with traffic and no active default stream (§13): a warning, not a finding — with
  * `routing.fallback_url` set, or on purpose, a flow may lose nothing without one.
  */
-function noDefaultItem(w: Record<string, unknown> | undefined): ProcedureItem | undefined {
+function noDefaultItem(
+  w: Partially<FlowsSection['without_default_stream']> | undefined,
+): ProcedureItem | undefined {
   if (w === undefined || typeof w.count !== 'number' || w.count === 0) return undefined;
   const slugs = Array.isArray(w.slugs) ? w.slugs.join(', ') : '';
   return {
@@ -441,7 +451,7 @@ export function evaluate(s: NodeSnapshot, o: ProcedureOptions): NodeReport {
     acpHealth(s),
     versionAudit(s),
   ];
-  const host = obj(s.metrics?.host);
+  const host = s.metrics?.host;
   return {
     url: s.url,
     server_id: typeof host?.server_id === 'string' ? host.server_id : null,

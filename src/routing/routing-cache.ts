@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { ApiError } from '../errors/index.ts';
+import type { CacheSection } from '../telemetry/index.ts';
 import { TimeSlice } from '../time/index.ts';
 import type { CompiledFlow } from './compiled-flow.ts';
 
@@ -19,14 +20,7 @@ const RELOAD_ROWS_PER_QUERY = 100;
 const RELOAD_CHUNK_MIN = 1;
 const RELOAD_CHUNK_MAX = 100;
 
-export interface CacheSection {
-  entries: number;
-  max_entries: number;
-  hits: number;
-  misses: number;
-  evictions: number;
-  hit_ratio: number;
-}
+export type { CacheSection };
 
 /**
  * Flows by slug for the hot path (lru-cache, bounded by `cache.max_entries`, fresh for

@@ -8,7 +8,7 @@ import {
   type Storage,
   type StreamRecord,
 } from '../storage/index.ts';
-import type { Logger } from '../telemetry/index.ts';
+import type { FlowsSection, Logger, StreamsSection } from '../telemetry/index.ts';
 import { type Clock, systemClock, type TimeSlice } from '../time/index.ts';
 import { ClickCounters } from './click-counters.ts';
 import { type CompiledFlow, compileFlow } from './compiled-flow.ts';
@@ -36,28 +36,7 @@ const ZERO: Aggregates = {
   traffic_flows: { total: 0, active: 0 },
 };
 
-/** The system metrics' `streams` section (§5). */
-export interface StreamsSection {
-  total: number;
-  active: number;
-  hits: number;
-  uniques: number;
-}
-
-/** The system metrics' `traffic_flows` section (§5, §11: `bots`). */
-export interface FlowsSection {
-  total: number;
-  active: number;
-  clicks: number;
-  no_match: number;
-  bots: number;
-  uniques: number;
-  /**
-   * Active flows this node has compiled (the ones that get traffic) with no active default stream:
-   * a click no other stream takes is lost to them (404, or `routing.fallback_url`). Slugs: the first 10.
-   */
-  without_default_stream: { count: number; slugs: string[] };
-}
+export type { FlowsSection, StreamsSection };
 
 /**
  * Traffic flows and streams: validated writes that keep every node's cache right, lists with

@@ -1,4 +1,5 @@
 import type { Role } from '../config/index.ts';
+import type { DbSection } from '../telemetry/index.ts';
 import type { ClusterStore, Fence } from './cluster-store.ts';
 import type { ReportStore } from './reports.ts';
 
@@ -543,16 +544,8 @@ export interface Aggregates {
 }
 
 /** The `db` section of system metrics (§5). */
-export interface DbSection {
-  driver: StorageDriver;
-  status: 'up' | 'down';
-  pool: { size: number; idle: number; waiting: number };
-  queries: number;
-  errors: number;
-  avg_ms: number;
-  p95_ms: number;
-  last_error: string | null;
-}
+/** The `db` section (§5), typed with the other sections in telemetry. */
+export type { DbSection };
 
 /** Called with the slug whose routing data changed (on this node or, via PostgreSQL, another). */
 export type InvalidationListener = (slug: string) => void;

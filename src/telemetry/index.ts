@@ -23,10 +23,21 @@ export {
   RecorderGroup,
   SERVER_ERROR,
 } from './recorder.ts';
+export type {
+  CacheSection,
+  ClicksSection,
+  DbSection,
+  FlowsSection,
+  Partially,
+  SectionName,
+  Sections,
+  StreamsSection,
+  TaskSectionEntry,
+  TasksSection,
+} from './sections.ts';
 export {
   type FamilyWriter,
   type HttpSection,
-  type SectionName,
   type SystemMetrics,
   Telemetry,
   type TelemetryOptions,

@@ -3,6 +3,7 @@ import type { Clock } from '../time/index.ts';
 import { CONTENT_TYPES, type ExpositionFormat, ExpositionWriter } from './exposition.ts';
 import { type HostSection, HostStats } from './host-stats.ts';
 import { escapeLabelValue, RecentWindow, Recorder, type RecorderEntry, RecorderGroup } from './recorder.ts';
+import { EMPTY_SECTIONS, type SectionName, type Sections } from './sections.ts';
 
 /**
  * prom-client's gauges named like counters (`promtool check metrics`: "non-counter metrics should
@@ -52,22 +53,13 @@ export interface HttpSection {
   retries: number;
 }
 
-export interface SystemMetrics {
+/** The system metrics object (§5): built-in sections and the ones capabilities provide (sections.ts). */
+export interface SystemMetrics extends Sections {
   host: HostSection;
-  cache: unknown;
-  db: unknown;
   http: HttpSection;
   controllers: Record<string, RecorderEntry>;
-  tasks: unknown;
-  streams: unknown;
-  traffic_flows: unknown;
-  /** The click log of this node (an extension of §5; CONTRACT §11 "never silent"). */
-  clicks: unknown;
   version?: string;
 }
-
-/** Sections that later capabilities (storage, routing, cron) fill by registering a provider. */
-export type SectionName = 'cache' | 'db' | 'tasks' | 'streams' | 'traffic_flows' | 'clicks';
 
 /** Writes one or more metric families into an exposition. */
 export type FamilyWriter = (w: ExpositionWriter) => void;
@@ -91,7 +83,7 @@ export class Telemetry {
   readonly host: HostStats;
   readonly #isLeader: () => boolean;
   readonly #leaderId: () => string | undefined;
-  readonly #sections = new Map<SectionName, () => unknown>();
+  readonly #sections: { [K in SectionName]: () => Sections[K] } = { ...EMPTY_SECTIONS };
   readonly #families: FamilyWriter[] = [];
   readonly #process: Record<ExpositionFormat, Registry> | undefined;
   readonly #windows: RecentWindow[];
@@ -113,43 +105,6 @@ export class Telemetry {
     this.tasks = new RecorderGroup('task', opts.taskBucketsMs, taskWindow);
     this.http = { recorder: new Recorder(Object.freeze([...opts.httpBucketsMs])), retries: 0 };
     this.host = new HostStats(opts.clock, opts.serverId, opts.isLeader, this.#leaderId);
-    this.#sections.set('cache', () => ({
-      entries: 0,
-      max_entries: 0,
-      hits: 0,
-      misses: 0,
-      evictions: 0,
-      hit_ratio: 0,
-    }));
-    this.#sections.set('db', () => ({
-      driver: 'none',
-      status: 'down',
-      pool: { size: 0, idle: 0, waiting: 0 },
-      queries: 0,
-      errors: 0,
-      avg_ms: 0,
-      p95_ms: 0,
-      last_error: null,
-    }));
-    this.#sections.set('tasks', () => ({}));
-    this.#sections.set('streams', () => ({ total: 0, active: 0, hits: 0, uniques: 0 }));
-    this.#sections.set('traffic_flows', () => ({
-      total: 0,
-      active: 0,
-      clicks: 0,
-      no_match: 0,
-      bots: 0,
-      uniques: 0,
-    }));
-    this.#sections.set('clicks', () => ({
-      buffered: 0,
-      unacked: 0,
-      buffer_max: 0,
-      persisted: 0,
-      dropped: 0,
-      failed_flushes: 0,
-      last_error: null,
-    }));
     if (opts.processMetrics !== false) {
       // Two private registries (never prom-client's global one), one per exposition format.
       const text = new Registry();
@@ -186,9 +141,9 @@ export class Telemetry {
     this.#windowTimer = undefined;
   }
 
-  /** Replaces the zero-filled default of a section with a live provider. */
-  setSection(name: SectionName, provider: () => unknown): void {
-    this.#sections.set(name, provider);
+  /** Replaces the zero-filled default of a section with a live provider of its type. */
+  setSection<K extends SectionName>(name: K, provider: () => Sections[K]): void {
+    (this.#sections as Record<K, () => Sections[K]>)[name] = provider;
   }
 
   /** Adds metric families to the exposition (rendered after the built-in ones). */
@@ -208,17 +163,17 @@ export class Telemetry {
   }
 
   systemMetrics(): SystemMetrics {
-    const section = (name: SectionName) => this.#sections.get(name)!();
+    const s = this.#sections;
     const out: SystemMetrics = {
       host: this.host.snapshot(),
-      cache: section('cache'),
-      db: section('db'),
+      cache: s.cache(),
+      db: s.db(),
       http: this.httpSection(),
       controllers: this.controllers.snapshot(),
-      tasks: section('tasks'),
-      streams: section('streams'),
-      traffic_flows: section('traffic_flows'),
-      clicks: section('clicks'),
+      tasks: s.tasks(),
+      streams: s.streams(),
+      traffic_flows: s.traffic_flows(),
+      clicks: s.clicks(),
     };
     if (this.version !== undefined) out.version = this.version;
     return out;

@@ -54,11 +54,11 @@ describe('POST /acp/system/metrics', () => {
   });
 
   test('db reports the SQLite backend with its timed queries', async () => {
-    const { db } = (await metrics()) as { db: Record<string, unknown> };
+    const { db } = await metrics();
     assert.equal(db.driver, 'sqlite');
     assert.equal(db.status, 'up');
-    assert.ok((db.queries as number) > 0);
-    assert.deepEqual(Object.keys(db.pool as object).sort(), ['idle', 'size', 'waiting']);
+    assert.ok(db.queries > 0);
+    assert.deepEqual(Object.keys(db.pool).sort(), ['idle', 'size', 'waiting']);
   });
 
   test('http has cumulative buckets keyed by the configured bounds, ending with +Inf', async () => {

@@ -1,0 +1,135 @@
+/**
+ * The sections of the system metrics object (§5) that capabilities provide, typed once here: each
+ * provider (storage, routing, cron, the click log) returns its type, `Telemetry.setSection` takes
+ * only a provider of the right one, and the doctor and the console read them typed.
+ */
+
+/** The routing cache (§5 `cache`). */
+export interface CacheSection {
+  entries: number;
+  max_entries: number;
+  hits: number;
+  misses: number;
+  evictions: number;
+  hit_ratio: number;
+}
+
+/** Storage (§5 `db`); `driver` is `none` until storage is wired. */
+export interface DbSection {
+  driver: 'sqlite' | 'postgres' | 'none';
+  status: 'up' | 'down';
+  pool: { size: number; idle: number; waiting: number };
+  queries: number;
+  errors: number;
+  avg_ms: number;
+  p95_ms: number;
+  last_error: string | null;
+}
+
+/** One cron task (§5 `tasks.<name>`). */
+export interface TaskSectionEntry {
+  runs: number;
+  failures: number;
+  running: boolean;
+  p95_duration_ms: number;
+  /** §17: runs that finished in the last hour; null when none did. */
+  p95_last_hour: number | null;
+  last_duration_ms: number | null;
+  last_error: string | null;
+}
+export type TasksSection = Record<string, TaskSectionEntry>;
+
+/** §5 `streams`: totals from storage, hits and uniques of this node since it started. */
+export interface StreamsSection {
+  total: number;
+  active: number;
+  hits: number;
+  uniques: number;
+}
+
+/** §5 `traffic_flows` (§11: `bots`, `uniques`; extension: `without_default_stream`). */
+export interface FlowsSection {
+  total: number;
+  active: number;
+  clicks: number;
+  no_match: number;
+  bots: number;
+  uniques: number;
+  /**
+   * Active flows this node has compiled (the ones that get traffic) with no active default stream:
+   * a click no other stream takes is lost to them (404, or `routing.fallback_url`). Slugs: the first 10.
+   */
+  without_default_stream: { count: number; slugs: string[] };
+}
+
+/** The click log of this node (an extension of §5; §11 "never silent"). */
+export interface ClicksSection {
+  /** Clicks in the buffer, not yet cut into a batch (gauge). */
+  buffered: number;
+  /** Clicks in batches cut and not yet acknowledged (gauge). */
+  unacked: number;
+  buffer_max: number;
+  /** Clicks whose batch the database acknowledged. */
+  persisted: number;
+  /** Clicks lost: the buffer was full, a batch was given up, or the node stopped with the database down. */
+  dropped: number;
+  /** Flush attempts that failed (each is retried). */
+  failed_flushes: number;
+  last_error: string | null;
+}
+
+/** Every provided section by name. */
+export interface Sections {
+  cache: CacheSection;
+  db: DbSection;
+  tasks: TasksSection;
+  streams: StreamsSection;
+  traffic_flows: FlowsSection;
+  clicks: ClicksSection;
+}
+export type SectionName = keyof Sections;
+
+/** What a section shows before its provider is wired (zeros; `db` down). */
+export const EMPTY_SECTIONS: { readonly [K in SectionName]: () => Sections[K] } = {
+  cache: () => ({ entries: 0, max_entries: 0, hits: 0, misses: 0, evictions: 0, hit_ratio: 0 }),
+  db: () => ({
+    driver: 'none',
+    status: 'down',
+    pool: { size: 0, idle: 0, waiting: 0 },
+    queries: 0,
+    errors: 0,
+    avg_ms: 0,
+    p95_ms: 0,
+    last_error: null,
+  }),
+  tasks: () => ({}),
+  streams: () => ({ total: 0, active: 0, hits: 0, uniques: 0 }),
+  traffic_flows: () => ({
+    total: 0,
+    active: 0,
+    clicks: 0,
+    no_match: 0,
+    bots: 0,
+    uniques: 0,
+    without_default_stream: { count: 0, slugs: [] },
+  }),
+  clicks: () => ({
+    buffered: 0,
+    unacked: 0,
+    buffer_max: 0,
+    persisted: 0,
+    dropped: 0,
+    failed_flushes: 0,
+    last_error: null,
+  }),
+};
+
+/**
+ * Another node's system metrics as read over its ACP: the same type, every field possibly absent
+ * (an older build lacks the newer ones), so readers say what they do without one.
+ */
+export type Partially<T> = T extends readonly (infer U)[]
+  ? readonly Partially<U>[]
+  : T extends object
+    ? { [K in keyof T]?: Partially<T[K]> }
+    : T;
