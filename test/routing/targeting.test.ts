@@ -150,6 +150,46 @@ for (const backend of BACKENDS) {
       assert.ok(!after.without_default_stream.slugs.includes('tgt-rules'), 'gone once it has one');
     });
 
+    it('every rule field, stored and read back the same, routes a click that matches them all', async () => {
+      const flow = await flowWith('tgt-all', { timezone: 'UTC' });
+      const now = new Date();
+      const days = ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
+      // Today and tomorrow: a run that crosses midnight still matches.
+      const weekdays = [days[now.getUTCDay()]!, days[(now.getUTCDay() + 1) % 7]!];
+      const rules = [
+        { field: 'country', op: 'is', values: ['DE'] },
+        { field: 'device_type', op: 'is', values: ['mobile'] },
+        { field: 'os', op: 'is', values: ['ios'] },
+        { field: 'browser', op: 'is_not', values: ['Firefox'] },
+        { field: 'language', op: 'is', values: ['de'] },
+        { field: 'ip', op: 'is', values: ['203.0.113.0/24'] },
+        { field: 'referrer_host', op: 'is', values: ['*.example.org'] },
+        { field: 'param:src', op: 'is', values: ['fb'] },
+        { field: 'weekday', op: 'is', values: weekdays },
+        // Every hour of the day: the click's hour cannot fall outside, whenever the test runs.
+        { field: 'hour', op: 'is', values: ['0-23'] },
+        { field: 'is_unique', op: 'is', values: [true] },
+        { field: 'is_bot', op: 'is', values: [false] },
+      ];
+      const s = await streamOf(flow, { position: 0, target_url: 'https://all.test/', filters: { rules } });
+      await streamOf(flow, { type: 'default', position: 1, target_url: 'https://rest.test/' });
+      const listed = await call<{ items: StreamRecord[] }>('/acp/streams/list', {
+        filter: { flow_id: flow.id },
+      });
+      assert.deepEqual(listed.items.find((x) => x.id === s.id)?.filters, { rules });
+      const headers = {
+        'user-agent': IPHONE,
+        'cf-ipcountry': 'DE',
+        'accept-language': 'de-DE',
+        referer: 'https://news.example.org/a',
+        'x-forwarded-for': '203.0.113.9',
+      };
+      assert.equal((await go('tgt-all?src=fb', headers)).res.headers.get('location'), 'https://all.test/');
+      // One fact off (another address block), and the stream is passed over.
+      const other = { ...headers, 'x-forwarded-for': '198.51.100.9' };
+      assert.equal((await go('tgt-all?src=fb', other)).res.headers.get('location'), 'https://rest.test/');
+    });
+
     it('an unknown slug goes to the fallback URL too', async () => {
       const { res } = await go('tgt-no-such-flow');
       assert.equal(res.status, 302);
