@@ -154,10 +154,25 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
   });
 
   test('lists stay live, and a node that stops answering turns the console stale instead of green', async () => {
-    const node = await startTestNode();
+    const node = await startTestNode({ yaml: 'routing:\n  fallback_url: https://lost.test/\n' });
     let closed = false;
     try {
       const token = await node.token('admin', 'sam');
+      // A node with no flow yet: the page says what to do, and where lost clicks go.
+      const empty = await browser.newPage({ viewport: { width: 1366, height: 768 } });
+      await empty.goto(`${node.url}/acp/#/flows`);
+      await empty.fill('#token', token);
+      await empty.click('form[aria-label="Sign in"] button[type=submit]');
+      await empty.waitForSelector('[data-testid=no-flows]');
+      assert.match(
+        (await empty.textContent('[data-testid=no-flows]')) ?? '',
+        /No traffic flows yet\. Create one with New flow/,
+      );
+      assert.match(
+        (await empty.textContent('[data-testid=fallback-url]')) ?? '',
+        /goes to https:\/\/lost\.test\//,
+      );
+      await empty.close();
       const flowRes = await node.acp('/acp/traffic-flows/create', token, { slug: 'live', name: 'Live' });
       const live = (await flowRes.json()) as FlowRecord;
       await node.acp('/acp/streams/create', token, {

@@ -539,6 +539,9 @@ export function FlowsPage({ me }) {
   const admin = can(me.role, 'admin');
   const paged = usePaged('/acp/traffic-flows/list');
   const editor = useEditor(paged, '/acp/traffic-flows', FLOW_FIELDS);
+  // Where lost clicks go (§13 routing.fallback_url), from the node's configuration.
+  const [config] = usePoll(() => acp('/acp/system/config'), 0);
+  const fallback = config?.routing?.fallback_url;
   const { editing, setEditing, failure } = editor;
   const [selected, setSelected] = useState(null);
   const save = async (values) => setSelected(await editor.save(values));
@@ -613,6 +616,15 @@ export function FlowsPage({ me }) {
             onSave=${save}
             onCancel=${() => setEditing(null)}
           />`
+        : ''
+    }
+    ${
+      config
+        ? html`<p class="hint" data-testid="fallback-url">${
+            fallback
+              ? html`A click no stream takes, or for an unknown slug, goes to <code>${fallback}</code> (<code>routing.fallback_url</code>).`
+              : html`A click no stream takes, or for an unknown slug, is answered 404: set <code>routing.fallback_url</code> to send it somewhere.`
+          }</p>`
         : ''
     }
     <${ErrorLine} error=${paged.error ?? failure} />
