@@ -233,6 +233,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
           httpClient,
           clock,
           clickRetentionDays: config.clicks.retention_days,
+          reportRetentionDays: config.reports.retention_days,
         }),
       });
     }

@@ -49,6 +49,7 @@ export const TASK_KINDS = [
   'targets.check',
   'http.probe',
   'clicks.retention',
+  'reports.retention',
 ] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -138,6 +139,14 @@ export const ConfigSchema = Type.Object(
       {
         // Affiliate networks send the key in the query string: only its hash is configured.
         key_sha256: Type.Optional(Sha256Hex({ secret: true })),
+      },
+      strict,
+    ),
+    reports: Type.Object(
+      {
+        // The hourly rollups reports read (§15) are kept this long: longer than raw clicks
+        // (clicks.retention_days), so a year's report by day and country still answers.
+        retention_days: Type.Integer({ minimum: 1, maximum: 3650, default: 400 }),
       },
       strict,
     ),
@@ -286,6 +295,8 @@ export const DEFAULT_TASKS = {
   // Hourly, at a minute few other tasks pick; a run deletes in 2,000-row chunks and stops at its
   // timeout, the next run carrying on (a first run after months of clicks may need several).
   clicks_retention: { kind: 'clicks.retention', schedule: '0 17 * * * *', timeout_ms: 600_000 },
+  // Daily: the hourly rollups age by the hour, a day late costs nothing.
+  reports_retention: { kind: 'reports.retention', schedule: '0 23 3 * * *', timeout_ms: 600_000 },
 } as const satisfies Record<string, Partial<Static<typeof CronTaskSchema>>>;
 export type Role = (typeof ROLES)[number];
 export type CronTaskConfig = Static<typeof CronTaskSchema>;

@@ -89,6 +89,8 @@ export const ReportQueryBody = Type.Object(
     ),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, default: 1000 })),
     format: Type.Optional(lit(['json', 'csv'] as const)),
+    /** Extension: where clicks are summed from; `auto` (default) picks the hourly rollups when they can answer. */
+    source: Type.Optional(lit(['auto', 'rollups', 'clicks'] as const)),
   },
   { additionalProperties: false },
 );

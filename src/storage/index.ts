@@ -28,6 +28,7 @@ export {
   type ReportGroup,
   type ReportSpec,
   type ReportStore,
+  ROLLUP_COLUMNS,
 } from './reports.ts';
 export { openSqlite } from './sqlite.ts';
 export {

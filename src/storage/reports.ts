@@ -43,7 +43,24 @@ export interface ReportSpec {
   /** Seconds per time bucket (900 or 3600), or 0 for no time grouping. */
   bucketSeconds: number;
   filter: ReportFilter;
+  /**
+   * Where clicks are summed from: the hourly rollups (`report_hours`: no sub-id columns, whole UTC
+   * hours, hour buckets at most), or the click log itself (any column, any bucket).
+   */
+  source: 'rollups' | 'clicks';
 }
+
+/** Columns the hourly rollups hold (every report column but the sub-ids). */
+export const ROLLUP_COLUMNS: readonly ReportColumn[] = [
+  'flow_id',
+  'stream_id',
+  'country',
+  'device_type',
+  'os',
+  'browser',
+  'language',
+  'outcome',
+];
 
 /** A group as the database sums it: the bucket (epoch seconds / bucketSeconds), the columns, sums. */
 export interface ReportGroup {
@@ -65,6 +82,11 @@ export interface ReportStore {
   aggregate(spec: ReportSpec): Promise<{ clicks: ReportGroup[]; conversions: ReportGroup[] }>;
   /** Currencies with money in the selection: flows with a cost per click that had clicks, conversions paid. */
   currencies(spec: ReportSpec): Promise<string[]>;
+  /**
+   * Deletes the hourly rollups of hours before `before` (ISO), an hour at a time, oldest first,
+   * stopping between hours when the signal fires; returns the rows deleted.
+   */
+  deleteRollupsBefore(before: string, opts?: { signal?: AbortSignal }): Promise<number>;
 }
 
 /**
@@ -81,16 +103,20 @@ export class SqlReports implements ReportStore {
     this.#read = reader ?? x;
   }
 
-  #bucket(seconds: number): string {
+  #bucket(seconds: number, column = 'created_at'): string {
     if (seconds === 0) return 'NULL';
     return this.#x.dialect === 'sqlite'
-      ? `(CAST(strftime('%s', created_at) AS INTEGER) / ${seconds})`
-      : `FLOOR(EXTRACT(EPOCH FROM created_at) / ${seconds})::bigint`;
+      ? `(CAST(strftime('%s', ${column}) AS INTEGER) / ${seconds})`
+      : `FLOOR(EXTRACT(EPOCH FROM ${column}) / ${seconds})::bigint`;
   }
 
-  #where(spec: ReportSpec, table: 'clicks' | 'conversions'): { sql: string; params: unknown[] } {
+  #where(
+    spec: ReportSpec,
+    table: 'clicks' | 'conversions' | 'report_hours',
+  ): { sql: string; params: unknown[] } {
     const f = spec.filter;
-    const parts = ['created_at >= ?', 'created_at < ?'];
+    const time = table === 'report_hours' ? 'hour' : 'created_at';
+    const parts = [`${time} >= ?`, `${time} < ?`];
     const params: unknown[] = [spec.from, spec.to];
     if (f.flow_id !== undefined) {
       parts.push('flow_id = ?');
@@ -105,11 +131,14 @@ export class SqlReports implements ReportStore {
       params.push(f.country);
     }
     if (f.is_bot !== undefined) {
-      parts.push('is_bot = ?');
-      params.push(this.#x.dialect === 'sqlite' ? (f.is_bot ? 1 : 0) : f.is_bot);
+      if (table === 'report_hours') parts.push(f.is_bot ? "outcome = 'bot'" : "outcome <> 'bot'");
+      else {
+        parts.push('is_bot = ?');
+        params.push(this.#x.dialect === 'sqlite' ? (f.is_bot ? 1 : 0) : f.is_bot);
+      }
     }
     if (f.currency !== undefined) {
-      if (table === 'clicks') parts.push('flow_id IN (SELECT id FROM traffic_flows WHERE currency = ?)');
+      if (table !== 'conversions') parts.push('flow_id IN (SELECT id FROM traffic_flows WHERE currency = ?)');
       else parts.push('currency = ?');
       params.push(f.currency);
     }
@@ -118,20 +147,11 @@ export class SqlReports implements ReportStore {
 
   async aggregate(spec: ReportSpec): Promise<{ clicks: ReportGroup[]; conversions: ReportGroup[] }> {
     const cols = spec.columns;
-    const select = cols.length === 0 ? '' : `, ${cols.join(', ')}`;
-    const group = ['bucket', ...cols].join(', ');
+    const select = columnsOf(cols);
+    const group = groupKey(cols);
     const bucket = this.#bucket(spec.bucketSeconds);
-    const cw = this.#where(spec, 'clicks');
-    const clickRows = await this.#read.all(
-      `SELECT ${bucket} AS bucket${select},
-         SUM(CASE WHEN outcome = 'redirect' THEN 1 ELSE 0 END) AS clicks,
-         SUM(CASE WHEN outcome = 'redirect' AND is_unique THEN 1 ELSE 0 END) AS uniques,
-         SUM(CASE WHEN outcome = 'bot' THEN 1 ELSE 0 END) AS bots,
-         SUM(CASE WHEN outcome = 'no_match' THEN 1 ELSE 0 END) AS no_match,
-         SUM(cost_micros) AS cost_micros
-       FROM clicks WHERE ${cw.sql} GROUP BY ${group}`,
-      cw.params,
-    );
+    const clickRows =
+      spec.source === 'rollups' ? await this.#fromRollups(spec) : await this.#fromClicks(spec);
     const vw = this.#where(spec, 'conversions');
     const conversionRows = await this.#read.all(
       `SELECT ${bucket} AS bucket${select},
@@ -148,7 +168,64 @@ export class SqlReports implements ReportStore {
     };
   }
 
+  #fromClicks(spec: ReportSpec): Promise<Row[]> {
+    const cols = spec.columns;
+    const select = columnsOf(cols);
+    const cw = this.#where(spec, 'clicks');
+    return this.#read.all(
+      `SELECT ${this.#bucket(spec.bucketSeconds)} AS bucket${select},
+         SUM(CASE WHEN outcome = 'redirect' THEN 1 ELSE 0 END) AS clicks,
+         SUM(CASE WHEN outcome = 'redirect' AND is_unique THEN 1 ELSE 0 END) AS uniques,
+         SUM(CASE WHEN outcome = 'bot' THEN 1 ELSE 0 END) AS bots,
+         SUM(CASE WHEN outcome = 'no_match' THEN 1 ELSE 0 END) AS no_match,
+         SUM(cost_micros) AS cost_micros
+       FROM clicks WHERE ${cw.sql} GROUP BY ${groupKey(cols)}`,
+      cw.params,
+    );
+  }
+
+  /** The same sums from the hourly rollups ('' in a key column is read back as none). */
+  #fromRollups(spec: ReportSpec): Promise<Row[]> {
+    const cols = spec.columns;
+    const select = columnsOf(cols);
+    const w = this.#where(spec, 'report_hours');
+    return this.#read.all(
+      `SELECT ${this.#bucket(spec.bucketSeconds, 'hour')} AS bucket${select},
+         SUM(clicks) AS clicks, SUM(uniques) AS uniques, SUM(bots) AS bots, SUM(no_match) AS no_match,
+         SUM(cost_micros) AS cost_micros
+       FROM report_hours WHERE ${w.sql} GROUP BY ${groupKey(cols)}`,
+      w.params,
+    );
+  }
+
+  async deleteRollupsBefore(before: string, opts: { signal?: AbortSignal } = {}): Promise<number> {
+    let total = 0;
+    while (!opts.signal?.aborted) {
+      // One hour a statement, along the primary key (hour first): short, whatever the table holds.
+      const [oldest] = await this.#x.all(
+        'SELECT hour FROM report_hours WHERE hour < ? ORDER BY hour LIMIT 1',
+        [before],
+      );
+      if (oldest === undefined) break;
+      total += await this.#x.run('DELETE FROM report_hours WHERE hour = ?', [oldest.hour]);
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    return total;
+  }
+
   async currencies(spec: ReportSpec): Promise<string[]> {
+    if (spec.source === 'rollups') {
+      const w = this.#where(spec, 'report_hours');
+      const vw = this.#where(spec, 'conversions');
+      const rows = await this.#read.all(
+        `SELECT currency FROM traffic_flows
+           WHERE id IN (SELECT DISTINCT flow_id FROM report_hours WHERE ${w.sql} AND cost_micros > 0)
+         UNION
+         SELECT DISTINCT currency FROM conversions WHERE ${vw.sql} AND status <> 'rejected' AND payout_micros > 0`,
+        [...w.params, ...vw.params],
+      );
+      return rows.map((r) => String(r.currency)).sort();
+    }
     const cw = this.#where(spec, 'clicks');
     const vw = this.#where(spec, 'conversions');
     const rows = await this.#read.all(
@@ -161,6 +238,14 @@ export class SqlReports implements ReportStore {
     return rows.map((r) => String(r.currency)).sort();
   }
 }
+
+/**
+ * The grouped columns as every source reads them: '' (an unknown OS or browser in the click log,
+ * "none" in a rollup key) is none, so the click log, the conversions and the rollups agree.
+ */
+const columnsOf = (cols: readonly ReportColumn[]) => cols.map((c) => `, NULLIF(${c}, '') AS ${c}`).join('');
+const groupKey = (cols: readonly ReportColumn[]) =>
+  ['bucket', ...cols.map((c) => `NULLIF(${c}, '')`)].join(', ');
 
 function groupOf(r: Row, cols: readonly ReportColumn[]): ReportGroup {
   return {

@@ -35,8 +35,10 @@ export class SqliteReader implements SqlReader {
   }
 
   #start(): Worker {
+    // No inherited Node flags: some (e.g. --input-type) are refused for a worker, none are needed.
     const w = new Worker(new URL('./sqlite-reader-worker.ts', import.meta.url), {
       workerData: { path: this.#path },
+      execArgv: [],
     });
     w.on(
       'message',
@@ -44,6 +46,8 @@ export class SqliteReader implements SqlReader {
         const p = this.#pending.get(m.id);
         if (p === undefined) return;
         this.#pending.delete(m.id);
+        // Idle, the thread does not keep the process alive; a query under way does.
+        if (this.#pending.size === 0) w.unref();
         if (m.error === undefined) {
           this.#stats.ok(p.start);
           p.resolve(m.rows ?? []);
@@ -70,6 +74,7 @@ export class SqliteReader implements SqlReader {
 
   all<T = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
     this.#worker ??= this.#start();
+    this.#worker.ref();
     const id = ++this.#next;
     return new Promise<T[]>((resolve, reject) => {
       this.#pending.set(id, {

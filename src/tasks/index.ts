@@ -1,2 +1,3 @@
 export { type ClicksRetentionDeps, clicksRetention } from './clicks-retention.ts';
 export { DEFAULT_SCOPE, type KindDeps, type TaskKind, taskRunner } from './kinds.ts';
+export { type ReportsRetentionDeps, reportsRetention } from './reports-retention.ts';

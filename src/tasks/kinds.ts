@@ -7,6 +7,7 @@ import type { Clock } from '../time/index.ts';
 import { cacheReload } from './cache-reload.ts';
 import { clicksRetention } from './clicks-retention.ts';
 import { httpProbe } from './http-probe.ts';
+import { reportsRetention } from './reports-retention.ts';
 import { statsFlush } from './stats-flush.ts';
 import { targetsCheck } from './targets-check.ts';
 
@@ -18,6 +19,8 @@ export interface KindDeps {
   clock: Clock;
   /** `clicks.retention_days`. */
   clickRetentionDays: number;
+  /** `reports.retention_days`. */
+  reportRetentionDays: number;
 }
 
 export type TaskKind = CronTaskConfig['kind'];
@@ -29,6 +32,7 @@ export const DEFAULT_SCOPE: Record<TaskKind, ExecutionScope | undefined> = {
   'targets.check': 'leader',
   'http.probe': undefined,
   'clicks.retention': 'leader',
+  'reports.retention': 'leader',
 };
 
 /** The run function of a configured task: its kind, given only what that kind drives. */
@@ -55,6 +59,12 @@ export function taskRunner(
         clicks: deps.storage.clicks,
         clock: deps.clock,
         retentionDays: deps.clickRetentionDays,
+      });
+    case 'reports.retention':
+      return reportsRetention({
+        reports: deps.storage.reports,
+        clock: deps.clock,
+        retentionDays: deps.reportRetentionDays,
       });
   }
 }

@@ -38,6 +38,7 @@ describe('configuration loader', () => {
     assert.deepEqual(Object.keys(config.cron.tasks).sort(), [
       'cache_reload',
       'clicks_retention',
+      'reports_retention',
       'stats_flush',
       'targets_check',
     ]);

@@ -137,6 +137,33 @@ for (const backend of BACKENDS) {
       assert.equal(r.rows[0]!.country, 'DE', 'sorted by clicks, then country');
     });
 
+    it('the hourly rollups and the click log give the same figures for every grouping they share', async () => {
+      for (const group_by of [
+        ['country'],
+        ['day', 'flow'],
+        ['hour', 'outcome'],
+        ['stream', 'device_type', 'os'],
+        [],
+      ]) {
+        const base = { group_by, filter: { flow_id: flow.id } };
+        const rollups = await report({ ...base, source: 'rollups' });
+        const clicks = await report({ ...base, source: 'clicks' });
+        assert.equal(rollups.source, 'rollups');
+        assert.equal(clicks.source, 'clicks');
+        assert.deepEqual(rollups.rows, clicks.rows, `group_by ${group_by.join(', ')}`);
+        assert.deepEqual(rollups.totals, clicks.totals);
+      }
+      // Left to itself, a report takes the rollups when it can, the click log when it must.
+      assert.equal((await report({ group_by: ['country'] })).source, 'rollups');
+      assert.equal((await report({ group_by: ['sub1'] })).source, 'clicks');
+      assert.equal((await report({ group_by: ['hour'], timezone: 'Asia/Kolkata' })).source, 'clicks');
+      const refused = await report({ group_by: ['sub1'], source: 'rollups' }, 400);
+      assert.match(
+        (refused as unknown as { error: { message: string } }).error.message,
+        /\/source: the hourly rollups hold no sub-ids/,
+      );
+    });
+
     it('no_match and outcome; flow and stream carry their names; sub-ids group too', async () => {
       const o = await report({ group_by: ['flow', 'outcome'] });
       const lost = o.rows.find((r) => r.flow_id === other.id && r.outcome === 'no_match')!;
