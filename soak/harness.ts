@@ -206,11 +206,25 @@ export async function seedFlow(store: Storage, slug: string): Promise<string> {
 export async function persistedHits(
   store: Storage,
   flowId: string,
-): Promise<{ hits: number; clicks: number }> {
+): Promise<{ hits: number; clicks: number; logged: number; rolledUp: number }> {
   const streams = await store.streams.ofFlow(flowId);
+  // The click log's redirected clicks of the flow, row by row and as the hourly rollups sum them.
+  const redirected = async (source: 'clicks' | 'rollups') => {
+    const { clicks } = await store.reports.aggregate({
+      from: '2000-01-01T00:00:00.000Z',
+      to: '2100-01-01T00:00:00.000Z',
+      columns: [],
+      bucketSeconds: 0,
+      filter: { flow_id: flowId },
+      source,
+    });
+    return clicks.reduce((n, g) => n + g.clicks, 0);
+  };
   return {
     hits: streams.reduce((n, s) => n + s.hits, 0),
     clicks: (await store.flows.get(flowId))?.clicks ?? 0,
+    logged: await redirected('clicks'),
+    rolledUp: await redirected('rollups'),
   };
 }
 
