@@ -219,6 +219,18 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     election.onChange((isLeader) => {
       if (!isLeader) scheduler.abortLeaderRuns();
     });
+    const clickLog = new ClickLog({
+      store: storage.clicks,
+      logger,
+      serverId,
+      bufferMax: config.clicks.buffer_max,
+      // With a clicks.flush task the scheduler writes the click log; without one, its own timer.
+      flushIntervalMs: Object.values(config.cron.tasks).some((t) => t.kind === 'clicks.flush' && t.enabled)
+        ? 0
+        : config.clicks.flush_interval_ms,
+      clock,
+      telemetry,
+    });
     for (const [name, task] of Object.entries(config.cron.tasks)) {
       scheduler.add({
         name,
@@ -234,6 +246,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
           clock,
           clickRetentionDays: config.clicks.retention_days,
           reportRetentionDays: config.reports.retention_days,
+          clickLog,
         }),
       });
     }
@@ -246,15 +259,6 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     // In-flight requests are done by the time this runs: whatever they counted is persisted
     // before storage closes, whatever became of the server's close.
     lifecycle.defer(() => routing.stop());
-    const clickLog = new ClickLog({
-      store: storage.clicks,
-      logger,
-      serverId,
-      bufferMax: config.clicks.buffer_max,
-      flushIntervalMs: config.clicks.flush_interval_ms,
-      clock,
-      telemetry,
-    });
     clickLog.start();
     // After the server drained: every click answered is in the buffer by then. A database that
     // refuses gets a short retry, not the whole grace period (the stop has its deadline).

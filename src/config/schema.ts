@@ -50,6 +50,7 @@ export const TASK_KINDS = [
   'http.probe',
   'clicks.retention',
   'reports.retention',
+  'clicks.flush',
 ] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 

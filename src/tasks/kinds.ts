@@ -1,3 +1,4 @@
+import type { ClickLog } from '../clicks/index.ts';
 import type { CronTaskConfig } from '../config/index.ts';
 import type { ExecutionScope, TaskContext } from '../cron/index.ts';
 import type { HttpClient } from '../http-client/index.ts';
@@ -5,6 +6,7 @@ import type { RoutingService } from '../routing/index.ts';
 import type { Storage } from '../storage/index.ts';
 import type { Clock } from '../time/index.ts';
 import { cacheReload } from './cache-reload.ts';
+import { clicksFlush } from './clicks-flush.ts';
 import { clicksRetention } from './clicks-retention.ts';
 import { httpProbe } from './http-probe.ts';
 import { reportsRetention } from './reports-retention.ts';
@@ -21,6 +23,7 @@ export interface KindDeps {
   clickRetentionDays: number;
   /** `reports.retention_days`. */
   reportRetentionDays: number;
+  clickLog: Pick<ClickLog, 'persist'>;
 }
 
 export type TaskKind = CronTaskConfig['kind'];
@@ -33,6 +36,7 @@ export const DEFAULT_SCOPE: Record<TaskKind, ExecutionScope | undefined> = {
   'http.probe': undefined,
   'clicks.retention': 'leader',
   'reports.retention': 'leader',
+  'clicks.flush': 'all',
 };
 
 /** The run function of a configured task: its kind, given only what that kind drives. */
@@ -60,6 +64,8 @@ export function taskRunner(
         clock: deps.clock,
         retentionDays: deps.clickRetentionDays,
       });
+    case 'clicks.flush':
+      return clicksFlush(deps.clickLog);
     case 'reports.retention':
       return reportsRetention({
         reports: deps.storage.reports,
