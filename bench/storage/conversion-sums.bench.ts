@@ -6,14 +6,9 @@
  *
  *   node bench/storage/conversion-sums.bench.ts [--rounds 30] [--conversions 200000] [--backends sqlite,postgres]
  */
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
-import { openPostgres, openSqlite, type Storage } from '../../src/storage/index.ts';
-import { systemClock } from '../../src/time/index.ts';
+import type { Storage } from '../../src/storage/index.ts';
+import { forEachBackend } from './bench-backends.ts';
 
 const { values } = parseArgs({
   options: {
@@ -25,7 +20,6 @@ const { values } = parseArgs({
 const ROUNDS = Number(values.rounds);
 const TOTAL = Number(values.conversions);
 const FLOWS = 200;
-const PG_URL = process.env.SLUICE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -85,39 +79,4 @@ async function run(name: string, storage: Storage, exec: (sql: string, params: u
   );
 }
 
-for (const backend of values.backends.split(',')) {
-  if (backend === 'sqlite') {
-    const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-'));
-    const path = join(dir, 'bench.db');
-    const storage = openSqlite(path, systemClock);
-    const { DatabaseSync } = await import('node:sqlite');
-    const raw = new DatabaseSync(path);
-    raw.exec('PRAGMA busy_timeout = 5000');
-    try {
-      await run('sqlite', storage, async (sql, params) => {
-        raw.prepare(sql).run(...(params as string[]));
-      });
-    } finally {
-      raw.close();
-      await storage.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
-  } else {
-    const schema = `sluice_bench_${randomBytes(4).toString('hex')}`;
-    const storage = openPostgres({ url: PG_URL, poolMax: 4, schema, clock: systemClock });
-    const pool = new pg.Pool({ connectionString: PG_URL, max: 1, options: `-c search_path=${schema}` });
-    try {
-      await run('postgres', storage, async (sql, params) => {
-        let i = 0;
-        await pool.query(
-          sql.replace(/\?/g, () => `$${++i}`),
-          params,
-        );
-      });
-    } finally {
-      await storage.close();
-      await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await pool.end();
-    }
-  }
-}
+await forEachBackend(values.backends.split(','), run);

@@ -150,7 +150,7 @@ export async function runReport(storage: Storage, q: ReportQuery): Promise<Repor
   // The hourly rollups answer whatever needs no sub-id, no quarter-hour bucket and no partial
   // hour; the rest scans the click log. Both give the same figures (a test holds them equal).
   const rollupable =
-    columns.every((c) => ROLLUP_COLUMNS.includes(c)) &&
+    columns.every((c) => (ROLLUP_COLUMNS as readonly string[]).includes(c)) &&
     bucketSeconds !== 900 &&
     from % 3_600_000 === 0 &&
     to % 3_600_000 === 0;

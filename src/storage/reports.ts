@@ -1,9 +1,13 @@
+import { SUB_COLUMNS } from './clicks.ts';
 import type { Row, SqlExecutor } from './sql.ts';
 import { toNum } from './sql.ts';
 import type { SqlReader } from './sqlite-reader.ts';
 
-/** Click-log columns a report may group by (§15); the same names exist on `conversions`. */
-export const REPORT_COLUMNS = [
+/**
+ * Click-log columns a report may group by (§15); the same names exist on `conversions`. The
+ * hourly rollups hold all but the sub-ids ({@link ROLLUP_COLUMNS}).
+ */
+export const ROLLUP_COLUMNS = [
   'flow_id',
   'stream_id',
   'country',
@@ -11,18 +15,9 @@ export const REPORT_COLUMNS = [
   'os',
   'browser',
   'language',
-  'sub1',
-  'sub2',
-  'sub3',
-  'sub4',
-  'sub5',
-  'sub6',
-  'sub7',
-  'sub8',
-  'sub9',
-  'sub10',
   'outcome',
 ] as const;
+export const REPORT_COLUMNS = [...ROLLUP_COLUMNS, ...SUB_COLUMNS] as const;
 export type ReportColumn = (typeof REPORT_COLUMNS)[number];
 
 export interface ReportFilter {
@@ -49,18 +44,6 @@ export interface ReportSpec {
    */
   source: 'rollups' | 'clicks';
 }
-
-/** Columns the hourly rollups hold (every report column but the sub-ids). */
-export const ROLLUP_COLUMNS: readonly ReportColumn[] = [
-  'flow_id',
-  'stream_id',
-  'country',
-  'device_type',
-  'os',
-  'browser',
-  'language',
-  'outcome',
-];
 
 /** A group as the database sums it: the bucket (epoch seconds / bucketSeconds), the columns, sums. */
 export interface ReportGroup {
@@ -214,23 +197,13 @@ export class SqlReports implements ReportStore {
   }
 
   async currencies(spec: ReportSpec): Promise<string[]> {
-    if (spec.source === 'rollups') {
-      const w = this.#where(spec, 'report_hours');
-      const vw = this.#where(spec, 'conversions');
-      const rows = await this.#read.all(
-        `SELECT currency FROM traffic_flows
-           WHERE id IN (SELECT DISTINCT flow_id FROM report_hours WHERE ${w.sql} AND cost_micros > 0)
-         UNION
-         SELECT DISTINCT currency FROM conversions WHERE ${vw.sql} AND status <> 'rejected' AND payout_micros > 0`,
-        [...w.params, ...vw.params],
-      );
-      return rows.map((r) => String(r.currency)).sort();
-    }
-    const cw = this.#where(spec, 'clicks');
+    // Clicks' money is their flow's currency: read off whichever source the report sums.
+    const table = spec.source === 'rollups' ? 'report_hours' : 'clicks';
+    const cw = this.#where(spec, table);
     const vw = this.#where(spec, 'conversions');
     const rows = await this.#read.all(
       `SELECT currency FROM traffic_flows
-         WHERE id IN (SELECT DISTINCT flow_id FROM clicks WHERE ${cw.sql} AND cost_micros > 0)
+         WHERE id IN (SELECT DISTINCT flow_id FROM ${table} WHERE ${cw.sql} AND cost_micros > 0)
        UNION
        SELECT DISTINCT currency FROM conversions WHERE ${vw.sql} AND status <> 'rejected' AND payout_micros > 0`,
       [...cw.params, ...vw.params],
