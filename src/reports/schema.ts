@@ -1,4 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
+import { SUB_FIELDS } from '../clicks/index.ts';
 
 /** Dimensions a report groups by (§15). */
 export const DIMENSIONS = [
@@ -11,16 +12,7 @@ export const DIMENSIONS = [
   'os',
   'browser',
   'language',
-  'sub1',
-  'sub2',
-  'sub3',
-  'sub4',
-  'sub5',
-  'sub6',
-  'sub7',
-  'sub8',
-  'sub9',
-  'sub10',
+  ...SUB_FIELDS,
   'outcome',
 ] as const;
 export type Dimension = (typeof DIMENSIONS)[number];
