@@ -181,11 +181,14 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
         type: 'default',
         target_url: 'https://x.test/',
       });
+      // Both widths stay open: each sees a click arrive without a reload, then both see the node stop.
+      const pages = [];
       for (const [width, height] of [
         [1366, 768],
         [390, 844],
       ] as const) {
         const page = await browser.newPage({ viewport: { width, height } });
+        pages.push({ page, width });
         await page.goto(`${node.url}/acp/`);
         await page.fill('#token', token);
         await page.click('form[aria-label="Sign in"] button[type=submit]');
@@ -205,16 +208,17 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
           (await page.textContent('[data-testid=list-updated]')) ?? '',
           /^updated \d\d:\d\d:\d\d$/,
         );
-        if (width === 390) {
-          await node.close();
-          closed = true;
-          await page.waitForSelector('[data-testid=stale]', { timeout: 15_000 });
-          assert.match((await page.textContent('[data-testid=stale]')) ?? '', /^stale since \d\d:\d\d:\d\d$/);
-          await page.waitForSelector('[data-testid=stale-banner]');
-          // The leader badge is no longer green.
-          assert.equal(await page.locator('header .badge.ok').count(), 0);
-          await screenshot(page, 'console-stale-390');
-        } else await screenshot(page, 'console-live-flows-1366');
+        await screenshot(page, `console-live-flows-${width}`);
+      }
+      await node.close();
+      closed = true;
+      for (const { page, width } of pages) {
+        await page.waitForSelector('[data-testid=stale]', { timeout: 15_000 });
+        assert.match((await page.textContent('[data-testid=stale]')) ?? '', /^stale since \d\d:\d\d:\d\d$/);
+        await page.waitForSelector('[data-testid=stale-banner]');
+        // The leader badge is no longer green.
+        assert.equal(await page.locator('header .badge.ok').count(), 0);
+        await screenshot(page, `console-stale-${width}`);
         await page.close();
       }
     } finally {
