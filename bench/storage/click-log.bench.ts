@@ -10,9 +10,10 @@
  *
  *   node --expose-gc bench/storage/click-log.bench.ts [--rounds 7] [--backends sqlite,postgres] [--feed 200000]
  *
- * Clicks look like real ones: a fresh id, country, language, referrer host and IP prefix per click
- * (strings made per request), flow/stream ids and os/browser names shared (they come from the
- * routing and user-agent caches), sub1 on a third of them.
+ * Clicks look like real ones: a fresh id per click; country, language, referrer host and IP prefix
+ * read from per-request header strings by the hot path's own functions (which share repeating
+ * values); flow/stream ids and os/browser names shared (they come from the routing and user-agent
+ * caches); sub1 on a third of them.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -21,7 +22,14 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { pino } from 'pino';
-import { ClickIdGenerator, ClickLog } from '../../src/clicks/index.ts';
+import {
+  ClickIdGenerator,
+  ClickLog,
+  ipPrefix,
+  preferredLanguage,
+  referrerHost,
+} from '../../src/clicks/index.ts';
+import { normalizeCountry } from '../../src/http/index.ts';
 import {
   type NewClick,
   newBatchId,
@@ -72,17 +80,18 @@ function click(at: number): NewClick {
     stream_id: n % 20 === 0 ? null : STREAMS[f]![n % 3]!,
     at,
     outcome: bot ? 'bot' : n % 20 === 0 ? 'no_match' : 'redirect',
-    country: `${COUNTRIES[n % COUNTRIES.length]}`.slice(0),
+    // Each from a string made for this request, as a header value would be.
+    country: normalizeCountry(`${COUNTRIES[n % COUNTRIES.length]}`.toLowerCase()) ?? null,
     device_type: a[0],
     os: a[1],
     browser: a[2],
-    language: ['en', 'de', 'fr'][n % 3]!.concat(''),
-    referrer_host: n % 4 === 0 ? null : `news${n % 97}.example.com`,
+    language: preferredLanguage(`${['en', 'de', 'fr'][n % 3]}-${n % 7},en;q=0.8`),
+    referrer_host: n % 4 === 0 ? null : referrerHost(`https://news${n % 97}.example.com/p/${n}`),
     subs: n % 3 === 0 ? [`campaign-${n % 1000}`] : null,
     is_unique: n % 5 !== 0,
     is_bot: bot,
     cost: bot ? 0 : 0.012,
-    ip_prefix: `203.0.${n % 256}.0/24`,
+    ip_prefix: ipPrefix(`203.0.${n % 256}.${n % 251}`),
   };
 }
 

@@ -72,7 +72,7 @@ export function preferredLanguage(header: string | undefined): string | null {
       bestEnd = primaryEnd;
     }
   }
-  return bestStart < 0 ? null : header.slice(bestStart, bestEnd).toLowerCase();
+  return bestStart < 0 ? null : languages.get(header.slice(bestStart, bestEnd).toLowerCase());
 }
 
 /** RFC 9110's qvalue: `0` to `1` with at most three decimals; anything else is NaN (never chosen). */
@@ -96,24 +96,38 @@ function qValue(s: string, start: number, end: number): number {
 }
 
 /**
- * Hosts are interned: a handful of referrers (search, social, the buyer's own sites) make most
- * clicks, and a buffered click should hold a shared host, not a slice that keeps its whole
- * `Referer` alive. Bounded: emptied when full.
+ * A bounded set of shared copies of strings that repeat from click to click (referrer hosts,
+ * languages, address prefixes): a buffered click holds the shared copy, not a string of its own,
+ * and never a slice that keeps a whole header alive. Emptied when full, so a flood of distinct
+ * values costs a rebuild, never unbounded memory.
  */
-const HOSTS_MAX = 10_000;
-const hosts = new Map<string, string>();
+class StringPool {
+  readonly #max: number;
+  readonly #known = new Map<string, string>();
+
+  constructor(max: number) {
+    this.#max = max;
+  }
+
+  get(s: string): string {
+    const known = this.#known.get(s);
+    if (known !== undefined) return known;
+    // A copy of its own (see above); the values pooled here are ASCII, so latin1 round-trips them.
+    const own = Buffer.from(s, 'latin1').toString('latin1');
+    if (this.#known.size >= this.#max) this.#known.clear();
+    this.#known.set(own, own);
+    return own;
+  }
+}
+
+/** A handful of referrers (search, social, the buyer's own sites) make most clicks. */
+const hosts = new StringPool(10_000);
+/** Primary language subtags: a few hundred exist. */
+const languages = new StringPool(1_000);
+/** Visitors come in networks: many clicks share a /24 or /48. */
+const prefixes = new StringPool(10_000);
 /** Longer than a DNS name can be: not a host worth keeping. */
 const HOST_MAX_CHARS = 253;
-
-function intern(host: string): string {
-  const known = hosts.get(host);
-  if (known !== undefined) return known;
-  // A copy of its own (see above); hosts are ASCII here, so latin1 round-trips them exactly.
-  const own = Buffer.from(host, 'latin1').toString('latin1');
-  if (hosts.size >= HOSTS_MAX) hosts.clear();
-  hosts.set(own, own);
-  return own;
-}
 
 /**
  * The lower-case host of a `Referer` that is a valid http(s) URL (WHATWG URL parsing: IDN hosts in
@@ -143,13 +157,13 @@ export function referrerHost(header: string | undefined): string | null {
     const digitLast = lastLabel === i || header.charCodeAt(lastLabel) <= 57;
     if (plain && i > start && !digitLast && i - start <= HOST_MAX_CHARS) {
       const host = header.slice(start, i);
-      if (!host.includes('xn--') && !host.includes('XN--')) return intern(host.toLowerCase());
+      if (!host.includes('xn--') && !host.includes('XN--')) return hosts.get(host.toLowerCase());
     }
   }
   const url = URL.parse(header);
   if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) return null;
   const host = url.hostname;
-  return host.length > 0 && host.length <= HOST_MAX_CHARS ? intern(host) : null;
+  return host.length > 0 && host.length <= HOST_MAX_CHARS ? hosts.get(host) : null;
 }
 
 /** Where the host begins after an exact `http://` or `https://` (any case); 0 when it is not one. */
@@ -217,16 +231,17 @@ export function canonicalAddress(address: string): string {
  */
 export function ipPrefix(address: string | undefined): string | null {
   if (address === undefined || address.length === 0) return null;
-  if (isIPv4(address)) return `${address.slice(0, address.lastIndexOf('.'))}.0/24`;
+  if (isIPv4(address)) return prefixes.get(`${address.slice(0, address.lastIndexOf('.'))}.0/24`);
   const groups = ipv6Groups(address);
   if (groups === null) return null;
-  if (isMappedV4(groups)) return `${groups[6]! >> 8}.${groups[6]! & 255}.${groups[7]! >> 8}.0/24`;
+  if (isMappedV4(groups))
+    return prefixes.get(`${groups[6]! >> 8}.${groups[6]! & 255}.${groups[7]! >> 8}.0/24`);
   // The five zero groups after /48 are always the longest run, so RFC 5952 compresses them.
   let last = 2;
   while (last >= 0 && groups[last] === 0) last--;
   let out = '';
   for (let g = 0; g <= last; g++) out += `${groups[g]!.toString(16)}:`;
-  return last < 0 ? '::/48' : `${out}:/48`;
+  return last < 0 ? '::/48' : prefixes.get(`${out}:/48`);
 }
 
 function isMappedV4(g: readonly number[]): boolean {

@@ -155,7 +155,7 @@ export const ConfigSchema = Type.Object(
       {
         flush_interval_ms: Milliseconds(1000, 10, 60_000),
         retention_days: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
-        // About 370 bytes of heap a click (docs/clicks.md): 200,000 clicks are ~75 MB at most.
+        // About 290 bytes of heap a click (docs/clicks.md): 200,000 clicks are ~60 MB at most.
         buffer_max: Type.Integer({ minimum: 1000, maximum: 10_000_000, default: 200_000 }),
       },
       strict,

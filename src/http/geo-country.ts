@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isIP } from 'node:net';
 import { type CountryResponse, Reader } from 'maxmind';
+import { normalizeCountry } from './request-context.ts';
 
 /**
  * Country by client address from a MaxMind-format database (§13 `routing.geoip: builtin`). The
@@ -36,7 +37,7 @@ export class GeoCountry {
     if (isIP(a) === 0) return undefined;
     const r = this.#reader.get(a) as GeoRecord | null;
     const code = r?.country_code ?? r?.country?.iso_code;
-    return typeof code === 'string' && code.length === 2 ? code.toUpperCase() : undefined;
+    return typeof code === 'string' ? normalizeCountry(code) : undefined;
   }
 }
 

@@ -117,11 +117,21 @@ export class CountryResolver {
   }
 }
 
+/**
+ * Every two-letter code once, so a buffered click holds a shared code rather than a string of its
+ * own per request ("AA" at 0, "AB" at 1, …).
+ */
+const CODES: readonly string[] = Array.from({ length: 26 * 26 }, (_, i) =>
+  String.fromCharCode(65 + Math.floor(i / 26), 65 + (i % 26)),
+);
+
+/** A two-letter country code in either case as the shared upper-case code; undefined when not one or an "unknown" code. */
 export function normalizeCountry(raw: string): string | undefined {
-  const code = raw.trim().toUpperCase();
+  const code = raw.length === 2 ? raw : raw.trim();
   if (code.length !== 2) return undefined;
-  const a = code.charCodeAt(0);
-  const b = code.charCodeAt(1);
-  if (a < 65 || a > 90 || b < 65 || b > 90 || UNKNOWN_COUNTRIES.has(code)) return undefined;
-  return code;
+  const a = code.charCodeAt(0) & ~0x20; // ASCII letters to upper case; anything else stays out of range
+  const b = code.charCodeAt(1) & ~0x20;
+  if (a < 65 || a > 90 || b < 65 || b > 90) return undefined;
+  const shared = CODES[(a - 65) * 26 + (b - 65)]!;
+  return UNKNOWN_COUNTRIES.has(shared) ? undefined : shared;
 }

@@ -153,13 +153,6 @@ export function registerGoRoute(
     log.append(entry);
   };
 
-  /**
-   * One click on a flow: described once, the routing decision, the redirect, the counters and the
-   * click log. Everything done per click belongs here (and only here). The answer is built before
-   * anything is counted, so a click that fails is not a hit. Returns the contract error rather than
-   * throwing it: the fast path hands it to fastify's error path. Bots are routed like people
-   * (`bot_action: route`, §13) and counted apart.
-   */
   const fallbackUrl = clicks.fallbackUrl;
   /** No stream for this click: the fallback URL when one is configured, else the 404 (§13). */
   const unrouted = (clickId: string): FastAnswer | ApiError =>

@@ -198,3 +198,22 @@ describe('IP prefix (§11)', () => {
     assert.equal(canonicalAddress('2001:db8::1'), '2001:db8::1');
   });
 });
+
+describe('values shared between clicks stay right past their pools', () => {
+  // The pools are emptied when full (10,000 prefixes or hosts, 1,000 languages): more distinct
+  // values than that must still come back exactly.
+  test('20,000 distinct /24 prefixes, then the first ones again', () => {
+    const address = (i: number) => `10.${i >> 8}.${i & 255}.7`;
+    for (let i = 0; i < 20_000; i++) assert.equal(ipPrefix(address(i)), `10.${i >> 8}.${i & 255}.0/24`);
+    for (let i = 0; i < 100; i++) assert.equal(ipPrefix(address(i)), `10.${i >> 8}.${i & 255}.0/24`);
+  });
+
+  test('12,000 distinct referrer hosts and 2,000 languages', () => {
+    for (let i = 0; i < 12_000; i++) {
+      assert.equal(referrerHost(`https://Site${i}.Example.com/x`), `site${i}.example.com`);
+    }
+    const tag = (i: number) =>
+      String.fromCharCode(97 + (i % 26), 97 + ((i / 26) % 26), 97 + ((i / 676) % 26));
+    for (let i = 0; i < 2_000; i++) assert.equal(preferredLanguage(`${tag(i).toUpperCase()}-x`), tag(i));
+  });
+});

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { describe, test } from 'node:test';
-import { newRequestId, requestIdFrom } from '../../src/http/index.ts';
+import { GeoCountry, newRequestId, normalizeCountry, requestIdFrom } from '../../src/http/index.ts';
 
 /** RFC 9562: 8-4-4-4-12 lower-case hex, version nibble 8, variant bits 10. */
 const UUID_V8 = /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -32,5 +32,47 @@ describe('request ids (§3)', () => {
     for (const bad of ['', 'a b', 'a/b', 'x'.repeat(129)])
       assert.match(requestIdFrom(req({ 'x-request-id': bad })), UUID_V8, JSON.stringify(bad));
     assert.match(requestIdFrom(req({})), UUID_V8);
+  });
+});
+
+describe('country codes (§3, §13)', () => {
+  const cases: [string, string | undefined][] = [
+    ['DE', 'DE'],
+    ['de', 'DE'],
+    ['dE', 'DE'],
+    [' us ', 'US'],
+    ['USA', undefined],
+    ['U', undefined],
+    ['1A', undefined],
+    ['@Z', undefined],
+    ['[Z', undefined],
+    ['éa', undefined],
+    ['XX', undefined], // Cloudflare's "unknown"
+    ['t1', undefined], // Tor, lower case
+    ['zz', undefined],
+  ];
+  for (const [raw, expected] of cases) {
+    test(`${JSON.stringify(raw)} → ${expected}`, () => assert.equal(normalizeCountry(raw), expected));
+  }
+
+  test('every pair of ASCII characters: a code exactly when both are letters', () => {
+    for (let a = 32; a < 127; a++) {
+      for (let b = 32; b < 127; b++) {
+        const raw = String.fromCharCode(a, b);
+        const letters = /^[A-Za-z]{2}$/.test(raw);
+        const expected = letters && !['XX', 'T1', 'ZZ', 'A1', 'A2', 'O1'].includes(raw.toUpperCase());
+        assert.equal(normalizeCountry(raw), expected ? raw.toUpperCase() : undefined, raw);
+      }
+    }
+  });
+
+  test('the built-in database: public addresses have a code, private and malformed ones none', () => {
+    const geo = GeoCountry.builtin();
+    assert.equal(geo.lookup('8.8.8.8'), 'US');
+    assert.equal(geo.lookup('::ffff:8.8.8.8'), 'US');
+    assert.equal(geo.lookup('127.0.0.1'), undefined);
+    assert.equal(geo.lookup('10.1.2.3'), undefined);
+    assert.equal(geo.lookup('not an address'), undefined);
+    assert.equal(geo.lookup(undefined), undefined);
   });
 });
