@@ -122,7 +122,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     ...(opts.logDestination ? { destination: opts.logDestination } : {}),
   });
 
-  const storage = openStorage(config, clock, cwd, logger);
+  const storage = openStorage(config, clock, cwd, logger, { node: true });
   const startedAt = new Date(clock.now()).toISOString();
   const heartbeat = new NodeHeartbeat({
     store: storage.cluster,

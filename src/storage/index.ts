@@ -30,7 +30,7 @@ export {
   type ReportStore,
   ROLLUP_COLUMNS,
 } from './reports.ts';
-export { openSqlite } from './sqlite.ts';
+export { openSqlite, type SqliteOptions } from './sqlite.ts';
 export {
   CLICK_ID_PATTERN,
   type ColumnKind,
@@ -44,8 +44,17 @@ export {
 } from './storable.ts';
 export * from './types.ts';
 
-/** Opens the configured backend; a relative SQLite path is taken from `cwd`. */
-export function openStorage(config: Config, clock: Clock, cwd = process.cwd(), logger?: Logger): Storage {
+/**
+ * Opens the configured backend; a relative SQLite path is taken from `cwd`. `node`: storage for a
+ * running node (SQLite then checkpoints on a thread of its own), not for a one-off command.
+ */
+export function openStorage(
+  config: Config,
+  clock: Clock,
+  cwd = process.cwd(),
+  logger?: Logger,
+  { node = false }: { node?: boolean } = {},
+): Storage {
   if (config.storage.driver === 'postgres') {
     return openPostgres({
       url: config.storage.postgres.url!,
@@ -57,5 +66,5 @@ export function openStorage(config: Config, clock: Clock, cwd = process.cwd(), l
     });
   }
   const path = config.storage.sqlite.path;
-  return openSqlite(path === ':memory:' ? path : resolve(cwd, path), clock);
+  return openSqlite(path === ':memory:' ? path : resolve(cwd, path), clock, { checkpointThread: node });
 }

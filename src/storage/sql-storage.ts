@@ -42,6 +42,8 @@ export interface Backend {
   close(): Promise<void>;
   /** Long reads off the main thread (SQLite on a file); absent: `exec` reads. */
   reader?: SqlReader;
+  /** What the checkpoint thread has done (SQLite on a file, when the node runs one). */
+  checkpoints?(): NonNullable<DbSection['checkpoints']>;
 }
 
 /** Storage written once over {@link SqlExecutor}; SQLite and PostgreSQL differ only in their Backend. */
@@ -147,6 +149,7 @@ export class SqlStorage implements Storage {
       avg_ms: e.avg_ms,
       p95_ms: e.p95_ms,
       last_error: st.lastError,
+      ...(this.#b.checkpoints ? { checkpoints: this.#b.checkpoints() } : {}),
     };
   }
 

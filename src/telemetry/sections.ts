@@ -24,6 +24,11 @@ export interface DbSection {
   avg_ms: number;
   p95_ms: number;
   last_error: string | null;
+  /**
+   * SQLite on a file with its checkpoint thread (#12): checkpoints run and failed, and the log pages
+   * the last one left behind.
+   */
+  checkpoints?: { runs: number; failures: number; backlog_pages: number; last_error: string | null };
 }
 
 /** One cron task (§5 `tasks.<name>`). */

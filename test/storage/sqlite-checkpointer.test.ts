@@ -1,0 +1,103 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { endianness, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { newBatchId, openSqlite } from '../../src/storage/index.ts';
+import { systemClock } from '../../src/time/index.ts';
+import { newClick } from '../helpers/records.ts';
+import { until } from '../helpers/until.ts';
+
+const STORAGE = resolve(import.meta.dirname, '../../src/storage/index.ts');
+/** Enough clicks to pass SQLite's own checkpoint point (1,000 log pages of 4 KiB) in one batch. */
+const CLICKS = 20_000;
+
+/**
+ * Pages in the log and pages of it already copied into the database, from the header of the
+ * write-ahead log index (the `-shm` file, SQLite's walformat: `mxFrame` at byte 16, `nBackfill`
+ * at byte 96, native byte order).
+ */
+function walIndex(path: string): { frames: number; backfilled: number } {
+  const shm = readFileSync(`${path}-shm`).subarray(0, 136);
+  const le = endianness() === 'LE';
+  const u32 = (at: number) => (le ? shm.readUInt32LE(at) : shm.readUInt32BE(at));
+  return { frames: u32(16), backfilled: u32(96) };
+}
+
+const clicks = (n: number) =>
+  Array.from({ length: n }, (_, i) => newClick({ click_id: `k${String(i).padStart(9, '0')}` }));
+
+describe('the SQLite checkpoint thread (#12)', () => {
+  test("a node's log goes back into the database from the thread, not from the node's commits", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-checkpoint-'));
+    const path = join(dir, 's.db');
+    try {
+      // The thread waits 5 s between checkpoints: the first comes after the batch below is written.
+      const s = openSqlite(path, systemClock, { checkpointThread: true, checkpointIntervalMs: 5000 });
+      await s.migrate();
+      await s.clicks.insertBatch({ id: newBatchId(), server_id: 'n1', rows: clicks(CLICKS) });
+      // SQLite's default would have checkpointed inside that commit (the log is past 1,000 pages);
+      // the node's connection left the whole log for the thread (unless the thread ran meanwhile).
+      const log = walIndex(path);
+      const ran = s.stats().checkpoints!.runs > 0;
+      assert.ok(log.frames > 1000, `${log.frames} pages in the log after the batch`);
+      if (!ran) assert.equal(log.backfilled, 0, 'pages copied into the database by the commit');
+      await until(
+        'the thread to checkpoint',
+        () => walIndex(path).backfilled === walIndex(path).frames,
+        15_000,
+        50,
+      );
+      const cp = s.stats().checkpoints!;
+      assert.ok(cp.runs > 0);
+      assert.equal(cp.failures, 0, cp.last_error ?? '');
+      await s.close();
+      // Everything is in the file, read by a connection of its own.
+      const db = new DatabaseSync(path, { readOnly: true });
+      assert.deepEqual({ ...db.prepare('SELECT count(*) AS n FROM clicks').get() }, { n: CLICKS });
+      db.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('storage for a one-off command has no thread, and SQLite checkpoints as usual', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-checkpoint-'));
+    const path = join(dir, 's.db');
+    try {
+      const s = openSqlite(path, systemClock);
+      await s.migrate();
+      assert.equal(s.stats().checkpoints, undefined);
+      await s.clicks.insertBatch({ id: newBatchId(), server_id: 'n1', rows: clicks(CLICKS) });
+      await s.close();
+      const db = new DatabaseSync(path, { readOnly: true });
+      assert.deepEqual({ ...db.prepare('SELECT count(*) AS n FROM clicks').get() }, { n: CLICKS });
+      db.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('the thread never keeps a process alive', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-checkpoint-'));
+    try {
+      const path = join(dir, 's.db');
+      // Opened with the thread and never closed: the script must still end by itself.
+      const script = `
+        import { openSqlite } from ${JSON.stringify(STORAGE)};
+        const s = openSqlite(${JSON.stringify(path)}, { now: () => Date.now(), monotonic: () => performance.now() }, { checkpointThread: true });
+        await s.migrate();
+        console.log('migrated');
+      `;
+      const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
+        timeout: 20_000,
+      });
+      assert.equal(stdout.trim(), 'migrated');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
