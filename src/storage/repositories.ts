@@ -6,6 +6,7 @@ import { type Fence, fenceClause } from './cluster-store.ts';
 import { fromMicros, toMicros } from './money.ts';
 import { keysetPage } from './paging.ts';
 import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
+import type { SqlReader } from './sqlite-reader.ts';
 import { type ColumnKind, storableText } from './storable.ts';
 import type {
   FlowFilter,
@@ -158,9 +159,12 @@ const STREAM_SORT_KIND: Record<StreamSortKey, ColumnKind> = {
 export class SqlFlows implements FlowStore {
   readonly #x: SqlExecutor;
   readonly #clock: Clock;
-  constructor(x: SqlExecutor, clock: Clock) {
+  /** Where lists read: each page counts and sorts the filtered set (see {@link keysetPage}). */
+  readonly #read: SqlReader;
+  constructor(x: SqlExecutor, clock: Clock, read: SqlReader = x) {
     this.#x = x;
     this.#clock = clock;
+    this.#read = read;
   }
   async create(input: FlowInput): Promise<FlowRecord> {
     const now = iso(this.#clock);
@@ -224,7 +228,7 @@ export class SqlFlows implements FlowStore {
     });
   }
   list(q: PageQuery<FlowFilter, FlowSortKey>): Promise<Page<FlowRecord>> {
-    return keysetPage(this.#x, {
+    return keysetPage(this.#read, {
       table: 'traffic_flows',
       columns: FLOW_COLUMNS,
       equal: { status: q.filter.status, slug: q.filter.slug },
@@ -283,9 +287,12 @@ const encodeStream = (k: string, v: unknown) => (k === 'filters' ? JSON.stringif
 export class SqlStreams implements StreamStore {
   readonly #x: SqlExecutor;
   readonly #clock: Clock;
-  constructor(x: SqlExecutor, clock: Clock) {
+  /** Where lists read: each page counts and sorts the filtered set (see {@link keysetPage}). */
+  readonly #read: SqlReader;
+  constructor(x: SqlExecutor, clock: Clock, read: SqlReader = x) {
     this.#x = x;
     this.#clock = clock;
+    this.#read = read;
   }
   async create(s: StreamInput): Promise<StreamRecord> {
     const now = iso(this.#clock);
@@ -335,7 +342,7 @@ export class SqlStreams implements StreamStore {
     return row && toStream(row);
   }
   list(q: PageQuery<StreamFilter, StreamSortKey>): Promise<Page<StreamRecord>> {
-    return keysetPage(this.#x, {
+    return keysetPage(this.#read, {
       table: 'streams',
       columns: STREAM_COLUMNS,
       equal: { flow_id: q.filter.flow_id, status: q.filter.status, type: q.filter.type },

@@ -67,8 +67,8 @@ export class SqlStorage implements Storage {
     this.#clock = clock;
     this.driver = backend.driver;
     this.operators = new SqlOperators(backend.exec, clock);
-    this.flows = new SqlFlows(backend.exec, clock);
-    this.streams = new SqlStreams(backend.exec, clock);
+    this.flows = new SqlFlows(backend.exec, clock, backend.reader);
+    this.streams = new SqlStreams(backend.exec, clock, backend.reader);
     this.cluster = new ClusterStore(backend.exec, clock);
     this.#guard = new BatchGuard(backend.exec, clock);
     this.clicks = new SqlClicks(backend.exec, this.#guard);
