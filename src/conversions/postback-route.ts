@@ -70,7 +70,8 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
         status: pb.status,
       };
     };
-    scope.get('/postback', handler);
+    // GET and POST only (§12): a HEAD from a link checker must not record a conversion.
+    scope.get('/postback', { exposeHeadRoute: false }, handler);
     scope.post('/postback', handler);
     done();
   });

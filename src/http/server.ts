@@ -118,8 +118,14 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     ajv: {
       customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: true, allErrors: false },
     },
+    // The router's refusals (a malformed %-escape, an over-long parameter): no route and none of
+    // its hooks run, so the answer is counted here, under the unmatched key. fastify's message
+    // quotes the raw URL, query string and all, which can carry a postback key or a token: the
+    // record keeps the path only.
     frameworkErrors: (err, request, reply) => {
+      err.message = withoutQueries(err.message);
       sendApiError(request, reply, err, serverId);
+      if (deps.instrument !== false) unmatched.record(reply.elapsedTime, outcomeOf(reply.statusCode));
     },
     clientErrorHandler: (err, socket) => refusals.clientError(err as NodeJS.ErrnoException, socket as Socket),
     // Node's own bare 400 for a Host-less HTTP/1.1 request is replaced by the contract's (onRequest).
@@ -153,13 +159,22 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   });
 
   // Each route gets its own recorder bound into its own onResponse hook: no lookup per request.
+  // The methods of each path are kept too, so that another method on a known path is a 405.
   const staticRoutes = new Map<string, Set<string>>();
+  const paramRoutes: { path: string; pattern: RegExp; methods: Set<string> }[] = [];
   app.addHook('onRoute', (route) => {
     const path = route.url ?? route.path;
     if (!path.includes(':') && !path.includes('*')) {
       const methods = staticRoutes.get(path) ?? new Set<string>();
       for (const m of [route.method].flat()) methods.add(m);
       staticRoutes.set(path, methods);
+    } else {
+      let known = paramRoutes.find((r) => r.path === path);
+      if (known === undefined) {
+        known = { path, pattern: routePattern(path), methods: new Set() };
+        paramRoutes.push(known);
+      }
+      for (const m of [route.method].flat()) known.methods.add(m);
     }
     if (deps.instrument === false) return;
     const recorder = telemetry.controllers.get(path);
@@ -175,19 +190,25 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     const q = url.indexOf('?');
     return q === -1 ? url : url.slice(0, q);
   };
+  /** The route a path belongs to whatever the method, and that route's methods; undefined when none. */
+  const routeOf = (path: string): { path: string; methods: Set<string> } | undefined => {
+    const methods = staticRoutes.get(path);
+    if (methods !== undefined) return { path, methods };
+    return paramRoutes.find((r) => r.pattern.test(path));
+  };
   // In a scope of its own, so that its onResponse hook is the 404 context's only: an unmatched
   // request is counted however it was answered (the handler below, a body refused by the JSON
   // parser, or a body refused by Node's HTTP parser), not only when the handler runs.
   app.register((scope, _opts, ready) => {
     scope.addHook('onResponse', (request, reply, done) => {
-      const path = pathOf(request.url);
+      const route = routeOf(pathOf(request.url));
       // Wrong method on a known path is recorded under that path; everything else shares one key.
-      const recorder = staticRoutes.has(path) ? telemetry.controllers.get(path) : unmatched;
+      const recorder = route !== undefined ? telemetry.controllers.get(route.path) : unmatched;
       recorder.record(reply.elapsedTime, outcomeOf(reply.statusCode));
       done();
     });
     scope.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
-      const methods = staticRoutes.get(pathOf(request.url));
+      const methods = routeOf(pathOf(request.url))?.methods;
       if (methods) {
         const allow = [...methods].sort().join(', ');
         return sendApiError(
@@ -247,4 +268,20 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   });
 
   return app;
+}
+
+/** `text` with every query string in it (from `?` to the next quote or space) cut to `?…`. */
+export function withoutQueries(text: string): string {
+  return text.replace(/\?[^'"\s]*/g, '?…');
+}
+
+/** A route path with parameters (`/go/:slug`, `/acp/assets/*`) as a pattern a request path matches. */
+function routePattern(path: string): RegExp {
+  const source = path
+    .split('/')
+    .map((part) =>
+      part === '*' ? '.*' : part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+    )
+    .join('/');
+  return new RegExp(`^${source}$`);
 }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { ERROR_CODES } from '../../src/errors/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
@@ -139,6 +140,59 @@ describe('API errors: body and exactly one log record each', () => {
     assert.equal(m.__unmatched__!.count - before, 4);
     assert.equal(Object.keys(m).filter((k) => k.startsWith('/nope')).length, 0, 'no key per scanned path');
   });
+
+  test('a wrong method on a path with a parameter is 405 with Allow, counted under that route', async () => {
+    const before = t.node.telemetry.controllers.get('/go/:slug').errors;
+    for (const method of ['POST', 'PUT', 'DELETE', 'OPTIONS']) {
+      const res = await fetch(`${t.url}/go/some-slug`, { method });
+      assert.equal(res.headers.get('allow'), 'GET, HEAD');
+      await expectApiError(res, 405, 'request.method_not_allowed');
+    }
+    assert.equal(t.node.telemetry.controllers.get('/go/:slug').errors - before, 4);
+    // No slug at all is not that route.
+    await expectApiError(await fetch(`${t.url}/go/`, { method: 'POST' }), 404, 'resource.not_found');
+  });
+
+  test('HEAD /postback is 405: only GET and POST record conversions (§12)', async () => {
+    const res = await fetch(`${t.url}/postback?click_id=x&txid=head`, { method: 'HEAD' });
+    assert.equal(res.status, 405);
+    assert.equal(res.headers.get('allow'), 'GET, POST');
+    assert.equal(t.logs.apiErrors(res.headers.get('x-request-id')!).length, 1);
+  });
+
+  test("the router's refusals are counted under __unmatched__ and their record keeps no query string", async () => {
+    const unmatched = t.node.telemetry.controllers.get('__unmatched__');
+    const before = { count: unmatched.count, errors: unmatched.errors };
+    const secret = 'pbkey-never-logged-7f3a';
+    // A malformed %-escape in the path (fetch would not send it as is) and an over-long parameter.
+    const paths = [`/postback%3?key=${secret}&click_id=x`, `/go/${'a'.repeat(5000)}?token=${secret}`];
+    for (const path of paths) {
+      const text = await rawGet(path);
+      const status = Number(text.split(' ')[1]);
+      assert.ok(status === 400 || status === 414, `answered ${status}`);
+      const id = /x-request-id: (\S+)/i.exec(text)?.[1];
+      assert.ok(id !== undefined, 'the answer carries its request id');
+      assert.equal(t.logs.apiErrors(id).length, 1, 'one api error record');
+    }
+    assert.equal(unmatched.count - before.count, paths.length);
+    assert.equal(unmatched.errors - before.errors, paths.length);
+    assert.ok(!t.logs.raw.includes(secret), 'the query string reached the log');
+  });
+
+  /** A GET sent as raw bytes (for paths `fetch` would rewrite); the whole answer as text. */
+  function rawGet(path: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(new URL(t.url).port), '127.0.0.1');
+      let out = '';
+      socket.on('data', (d) => {
+        out += d.toString('latin1');
+        if (out.includes('\r\n\r\n') && out.endsWith('}')) socket.end();
+      });
+      socket.on('close', () => resolve(out));
+      socket.on('error', reject);
+      socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    });
+  }
 
   test('an unknown path whose body is refused before the 404 handler is still counted under __unmatched__', async () => {
     // The JSON body parser answers this 400 before the not-found handler runs.
