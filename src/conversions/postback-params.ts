@@ -1,6 +1,11 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../errors/index.ts';
-import { CLICK_ID_PATTERN, CONVERSION_STATUSES, type ConversionStatus } from '../storage/index.ts';
+import {
+  CLICK_ID_PATTERN,
+  CONVERSION_STATUSES,
+  type ConversionStatus,
+  isCurrency,
+} from '../storage/index.ts';
 
 /** A postback's values, checked: what §12 says a conversion is made of. */
 export interface Postback {
@@ -20,8 +25,6 @@ const CLICK_ID = new RegExp(CLICK_ID_PATTERN);
  */
 const DECIMAL = /^(\d{1,9})(?:\.(\d{1,6}))?$/;
 const TXID_MAX = 128;
-/** Currencies ICU knows (ISO 4217 alphabetic codes), so no hand-kept list goes stale. */
-const CURRENCIES = new Set(Intl.supportedValuesOf('currency'));
 
 interface Problem {
   path: string;
@@ -104,8 +107,14 @@ export function parsePostback(query: unknown, body: unknown): Postback {
   }
 
   const currencyRaw = text(pick('currency'), 'currency', problems);
-  const currency = currencyRaw === undefined || currencyRaw === '' ? 'USD' : currencyRaw.toUpperCase();
-  if (!/^[A-Z]{3}$/.test(currency) || !CURRENCIES.has(currency)) {
+  // Any case, ASCII letters only: upper-casing `ıdr` (dotless i) would make it IDR.
+  const currency =
+    currencyRaw === undefined || currencyRaw === ''
+      ? 'USD'
+      : /^[A-Za-z]{3}$/.test(currencyRaw)
+        ? currencyRaw.toUpperCase()
+        : currencyRaw;
+  if (!isCurrency(currency)) {
     problems.push({ path: 'currency', message: 'must be an ISO 4217 currency code (e.g. USD, EUR)' });
   }
 

@@ -7,7 +7,14 @@ import {
   ROLLUP_COLUMNS,
   type Storage,
 } from '../storage/index.ts';
-import { DIMENSION_KEYS, type Dimension, METRICS, type Metric, type ReportQuery } from './schema.ts';
+import {
+  DIMENSION_KEYS,
+  type Dimension,
+  METRICS,
+  type Metric,
+  type ReportQuery,
+  SORT_ALIASES,
+} from './schema.ts';
 import { localLabels, offsetAt, parseWhen } from './zoned-time.ts';
 
 /** A report row: its dimension keys, then the metrics of §15. */
@@ -265,7 +272,8 @@ async function nameFlowsAndStreams(storage: Storage, dims: Dimension[], values: 
 function sortRows(rows: ReportRow[], q: ReportQuery, groupBy: readonly Dimension[]): void {
   const keys = groupBy.flatMap((d) => DIMENSION_KEYS[d]);
   const time = groupBy.find((d) => d === 'day' || d === 'hour');
-  const by = q.sort?.by ?? time ?? 'clicks';
+  const asked = q.sort?.by;
+  const by = (asked !== undefined ? (SORT_ALIASES[asked] ?? asked) : undefined) ?? time ?? 'clicks';
   const order = q.sort?.order ?? (q.sort === undefined && time === undefined ? 'desc' : 'asc');
   const sign = order === 'asc' ? 1 : -1;
   const cmp = (a: string | number | null | undefined, b: string | number | null | undefined, dir: number) => {

@@ -52,7 +52,16 @@ const When = Type.String({
   maxLength: 40,
   pattern: '^\\d{4}-\\d{2}-\\d{2}([T ]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?(Z|[+-]\\d{2}:?\\d{2})?)?$',
 });
-const SORT_KEYS = [...METRICS, ...new Set(Object.values(DIMENSION_KEYS).flat())] as string[];
+/**
+ * What `sort.by` takes (§15: "a metric or dimension"): a metric, a dimension's name, or one of the
+ * keys a dimension gives (`flow` sorts by `flow_slug`, `stream` by `stream_name`; see SORT_ALIASES).
+ */
+const SORT_KEYS = [
+  ...METRICS,
+  ...new Set([...DIMENSIONS, ...Object.values(DIMENSION_KEYS).flat()]),
+] as string[];
+/** The key a dimension whose name is not one of its keys sorts by: the name people read. */
+export const SORT_ALIASES: Readonly<Record<string, string>> = { flow: 'flow_slug', stream: 'stream_name' };
 
 /** `POST /acp/reports/query` (§15). */
 export const ReportQueryBody = Type.Object(

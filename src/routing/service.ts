@@ -3,6 +3,7 @@ import {
   type Aggregates,
   type ConversionSums,
   type FlowRecord,
+  isCurrency,
   NO_CONVERSIONS,
   type Page,
   type Storage,
@@ -422,11 +423,23 @@ function sourceOf(flow: FlowRecord, streams: readonly StreamRecord[]): string {
   return out;
 }
 
-/** What JSON Schema cannot say about a flow's fields: a time zone ICU knows. */
-function flowProblems(f: { timezone?: string | undefined }): { path: string; message: string }[] {
-  return f.timezone === undefined || isTimeZone(f.timezone)
-    ? []
-    : [{ path: '/timezone', message: `"${f.timezone}" is not an IANA time zone (e.g. UTC, Europe/Berlin)` }];
+/** What JSON Schema cannot say about a flow's fields: a time zone and a currency ICU knows. */
+function flowProblems(f: {
+  timezone?: string | undefined;
+  currency?: string | undefined;
+}): { path: string; message: string }[] {
+  const out: { path: string; message: string }[] = [];
+  if (f.timezone !== undefined && !isTimeZone(f.timezone))
+    out.push({
+      path: '/timezone',
+      message: `"${f.timezone}" is not an IANA time zone (e.g. UTC, Europe/Berlin)`,
+    });
+  if (f.currency !== undefined && !isCurrency(f.currency))
+    out.push({
+      path: '/currency',
+      message: `"${f.currency}" is not an ISO 4217 currency code (e.g. USD, EUR)`,
+    });
+  return out;
 }
 
 function notFound(what: string, path = '/id'): ApiError {

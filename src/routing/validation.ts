@@ -148,9 +148,11 @@ export function normaliseTargetUrl(raw: string): { url: string } | { problem: st
     return { problem: 'must use http or https' };
   if (parsed.username || parsed.password) return { problem: 'must not carry credentials' };
   const href = parsed.href;
-  const tail = parsed.pathname + parsed.search + parsed.hash;
-  // Serialised as scheme://host[:port] + tail; every placeholder must be in the tail, once.
-  if (!href.endsWith(tail) || href.slice(0, href.length - tail.length).includes(tag)) {
+  // Serialised as scheme://host[:port] + tail (path, query, fragment — an empty `?` or `#` kept,
+  // which `search` and `hash` do not show); every placeholder must be in the tail, once.
+  const origin = parsed.origin;
+  const tail = href.slice(origin.length);
+  if (!href.startsWith(origin) || origin.includes(tag)) {
     return { problem: `a macro stands before the path; ${MACRO_PLACES}` };
   }
   let url = tail;

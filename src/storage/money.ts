@@ -7,6 +7,11 @@
  */
 export const MICROS = 1_000_000;
 
+/** Currencies ICU knows (ISO 4217 alphabetic codes), so no hand-kept list goes stale. */
+const CURRENCIES = new Set(Intl.supportedValuesOf('currency'));
+/** An upper-case ISO 4217 alphabetic code ICU knows (`USD`, `EUR`); `usd` or `XYZ` is not. */
+export const isCurrency = (code: string): boolean => /^[A-Z]{3}$/.test(code) && CURRENCIES.has(code);
+
 /** The largest amount storable exactly: 9,007,199,254.740991 units. */
 export const MAX_MONEY = Number.MAX_SAFE_INTEGER / MICROS;
 

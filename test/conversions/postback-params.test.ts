@@ -47,6 +47,8 @@ describe('postback parameters (§12)', () => {
     assert.match(problems({ click_id: 'c', status: 'paid' }).status ?? '', /lead, sale, rejected/);
     assert.match(problems({ click_id: 'c', currency: 'XYZ' }).currency ?? '', /ISO 4217/);
     assert.match(problems({ click_id: 'c', currency: 'US' }).currency ?? '', /ISO 4217/);
+    // Upper-casing is for ASCII letters only: a dotless i would otherwise make IDR.
+    assert.match(problems({ click_id: 'c', currency: '\u0131dr' }).currency ?? '', /ISO 4217/);
   });
 
   test('click_id is required and held to the click id alphabet', () => {

@@ -137,6 +137,24 @@ for (const backend of BACKENDS) {
       assert.equal(r.rows[0]!.country, 'DE', 'sorted by clicks, then country');
     });
 
+    it('sort.by takes a dimension by its name (§15): flow by its slug, stream by its name', async () => {
+      for (const order of ['asc', 'desc'] as const) {
+        const byFlow = await report({ group_by: ['flow'], sort: { by: 'flow', order } });
+        const slugs = byFlow.rows.map((r) => String(r.flow_slug));
+        assert.ok(slugs.length >= 2, 'two flows in the report');
+        const sorted = [...slugs].sort();
+        assert.deepEqual(slugs, order === 'asc' ? sorted : sorted.reverse());
+        const byCountry = await report({ group_by: ['country'], sort: { by: 'country', order } });
+        const countries = byCountry.rows.map((r) => String(r.country));
+        const expected = [...countries].sort();
+        assert.deepEqual(countries, order === 'asc' ? expected : expected.reverse());
+      }
+      const byStream = await report({ group_by: ['stream'], sort: { by: 'stream' } });
+      const names = byStream.rows.map((r) => r.stream_name as string | null);
+      const known = names.filter((n) => n !== null);
+      assert.deepEqual(known, [...known].sort(), 'ascending stream names');
+    });
+
     it('the hourly rollups and the click log give the same figures for every grouping they share', async () => {
       for (const group_by of [
         ['country'],

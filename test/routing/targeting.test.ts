@@ -85,6 +85,13 @@ for (const backend of BACKENDS) {
       );
       assert.equal(badZone.error.code, 'validation.invalid_input');
       assert.match(badZone.error.message, /\/timezone: "Mars\/Olympus" is not an IANA time zone/);
+      // Three capitals are not enough: the code must be one ISO 4217 knows (as postbacks check it).
+      const badCurrency = await call<{ error: { code: string; message: string } }>(
+        '/acp/traffic-flows/update',
+        { id: flow.id, currency: 'XYZ' },
+        400,
+      );
+      assert.match(badCurrency.error.message, /\/currency: "XYZ" is not an ISO 4217 currency code/);
       const badRule = await call<{ error: { message: string } }>(
         '/acp/streams/create',
         {

@@ -53,6 +53,12 @@ describe('validation of routing input', () => {
       ],
       ['https://x.test/sluicemacro0sluicemacro/{flow}', 'https://x.test/sluicemacro0sluicemacro/{flow}'],
       ['https://x.test', 'https://x.test/'],
+      // An empty query or fragment is kept as WHATWG serialises it (it was refused as "a macro
+      // stands before the path").
+      ['https://t.example/p?', 'https://t.example/p?'],
+      ['https://t.example/p?#f', 'https://t.example/p?#f'],
+      ['https://t.example/?#', 'https://t.example/?#'],
+      ['https://t.example/{flow}?#{stream}', 'https://t.example/{flow}?#{stream}'],
     ] as const) {
       assert.deepEqual(normaliseTargetUrl(raw), { url: stored }, raw);
       assert.deepEqual(normaliseTargetUrl(stored), { url: stored }, `${stored} is a fixed point`);
