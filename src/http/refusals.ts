@@ -80,10 +80,15 @@ export class Refusals {
   /**
    * fastify's `clientErrorHandler`: the parser refused bytes on this connection (a bare CR or LF in
    * a header, headers over 16 KB, a bad chunk size, an unknown transfer coding, ...). A client that
-   * left, or a request that timed out, gets no answer.
+   * left (a reset, or its end of the connection closed in the middle of a request), or a request
+   * that timed out, gets no answer: there is nobody to answer, and no API error to record.
    */
   clientError(err: NodeJS.ErrnoException, socket: Socket): void {
-    if (err.code === 'ECONNRESET' || err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    if (
+      err.code === 'ECONNRESET' ||
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ||
+      err.code === 'HPE_INVALID_EOF_STATE'
+    ) {
       socket.destroy();
       return;
     }

@@ -230,7 +230,17 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     ready();
   });
 
-  app.setErrorHandler((err, request, reply) => sendApiError(request, reply, err, serverId));
+  app.setErrorHandler((err, request, reply) => {
+    // The client went away in the middle of its body (or the node cut it at its stop deadline):
+    // nothing can be answered, so there is no API error to record or count, only a note.
+    if ((err as NodeJS.ErrnoException).code === 'ECONNRESET') {
+      request.log.info({ error: (err as Error).message }, 'request aborted before its answer');
+      reply.hijack();
+      request.raw.socket?.destroy();
+      return;
+    }
+    return sendApiError(request, reply, err, serverId);
+  });
 
   // JSON bodies: an empty body counts as {} (§4); prototype-poisoning keys are refused.
   // Every other media type is refused with 415 (fastify would otherwise accept text/plain).

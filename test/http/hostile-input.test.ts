@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import diagnostics from 'node:diagnostics_channel';
+import type { IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
@@ -491,6 +493,41 @@ describe('hostile input', () => {
     });
     await Promise.all(clients.map((c) => c.answered));
     await other.close();
+  });
+
+  test('a client that leaves in the middle of its body gets no answer and no api error record', async () => {
+    const id = 'aborted-body-0001';
+    const unmatched = t.node.telemetry.controllers.get('/acp/streams/list');
+    const before = { count: unmatched.count, errors: unmatched.errors };
+    // The node has parsed the head when Node announces the request (and the body is then awaited).
+    const started = new Promise<void>((resolve) => {
+      const onStart = (m: unknown) => {
+        if ((m as { request: IncomingMessage }).request.headers['x-request-id'] !== id) return;
+        diagnostics.unsubscribe('http.server.request.start', onStart);
+        resolve();
+      };
+      diagnostics.subscribe('http.server.request.start', onStart);
+    });
+    const socket = connect(port, '127.0.0.1');
+    await new Promise<void>((r) => socket.once('connect', () => r()));
+    socket.write(
+      `POST /acp/streams/list HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\n` +
+        `X-Request-Id: ${id}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"li`,
+    );
+    await started;
+    socket.destroy();
+    await until(
+      'the node to note the abort',
+      () =>
+        t.logs.lines.some((l) => l.request_id === id && l.message === 'request aborted before its answer'),
+      5000,
+    );
+    assert.equal(t.logs.apiErrors(id).length, 0, 'no api error: nothing was answered');
+    assert.deepEqual(
+      { count: unmatched.count, errors: unmatched.errors },
+      before,
+      'not counted as an answer',
+    );
   });
 
   test('bodies: too large, wrong type, invalid UTF-8, deep nesting, pollution keys', async () => {
