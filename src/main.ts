@@ -406,7 +406,8 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     if (mode === 'development') {
       const token = await bootstrapAdmin(storage.operators, config.acp.operators.length);
       if (token !== undefined) {
-        const print = opts.print ?? ((line: string) => process.stdout.write(`${line}\n`));
+        // On stderr: stdout is the JSON log stream, and a token never goes into a log (§7).
+        const print = opts.print ?? ((line: string) => process.stderr.write(`${line}\n`));
         print(
           `Created ACP operator "admin" (role admin). Its token, shown only this once:\n\n    ${token}\n`,
         );

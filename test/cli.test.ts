@@ -161,9 +161,14 @@ describe('sluice CLI', () => {
       assert.equal(await node.exited, 0);
       const bootstrap =
         /Created ACP operator "admin" \(role admin\)\. Its token, shown only this once:\n\n {4}slc_[A-Za-z0-9_-]{43}\n\n/g;
+      assert.equal(
+        node.stderr().match(bootstrap)?.length,
+        1,
+        'the bootstrap token is printed once, on stderr',
+      );
       const out = node.stdout();
-      assert.equal(out.match(bootstrap)?.length, 1, 'the bootstrap token is printed once');
-      const lines = out.replace(bootstrap, '').split('\n');
+      assert.doesNotMatch(out, /slc_/, 'and never on stdout, the log stream');
+      const lines = out.split('\n');
       assert.equal(lines.pop(), '', 'stdout ends with a whole line');
       for (const line of lines) {
         assert.doesNotThrow(() => JSON.parse(line), `not a JSON record: ${JSON.stringify(line)}`);

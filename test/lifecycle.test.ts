@@ -219,7 +219,7 @@ describe('a start that cannot listen', () => {
       const lines = run.stderr.trim().split('\n');
       assert.equal(lines.length, 1, run.stderr);
       assert.match(lines[0]!, new RegExp(`app\\.server\\.port: 127\\.0\\.0\\.1:${port} is already in use`));
-      assert.doesNotMatch(run.stdout, /Created ACP operator/);
+      assert.doesNotMatch(run.stdout + run.stderr, /Created ACP operator/);
     } finally {
       holder.close();
       rmSync(devDir, { recursive: true, force: true });

@@ -43,13 +43,15 @@ export interface CliNode {
   url: string;
   /** What it has printed on stdout so far. */
   stdout(): string;
+  /** What it has printed on stderr so far (also passed through to this process's stderr). */
+  stderr(): string;
   exited: Promise<number | null>;
 }
 
 /**
  * Runs `sluice start <args>` with only PATH and the given variables in its environment, and
  * resolves once its stdout carries the JSON `sluice started` record (so the log level must be
- * `info` or lower). stderr is passed through.
+ * `info` or lower). stderr is kept and passed through.
  */
 export function startCli(
   args: string[],
@@ -58,10 +60,15 @@ export function startCli(
   const child = spawn(process.execPath, [CLI, 'start', ...args], {
     cwd: opts.cwd,
     env: { PATH: process.env.PATH, ...opts.env },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<number | null>((done) => child.on('close', done));
   let out = '';
+  let err = '';
+  child.stderr!.on('data', (d) => {
+    err += d;
+    process.stderr.write(d);
+  });
   return new Promise((started, failed) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
@@ -77,7 +84,7 @@ export function startCli(
         const record = JSON.parse(line) as { message?: unknown; url?: unknown };
         if (record.message === 'sluice started' && typeof record.url === 'string') {
           clearTimeout(timer);
-          started({ child, url: record.url, stdout: () => out, exited });
+          started({ child, url: record.url, stdout: () => out, stderr: () => err, exited });
         }
       }
     });
