@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { parse as parseQuery } from 'node:querystring';
 import { type Static, Type } from '@sinclair/typebox';
 import type { ClickDescriber, QueryLike } from '../clicks/index.ts';
@@ -94,6 +95,10 @@ export async function simulate(deps: SimulatorDeps, input: SimulateInput): Promi
   if (!Number.isFinite(at))
     throw new ApiError('validation.invalid_input', `/at: "${input.at}" is not an ISO-8601 date-time`, {
       details: [{ path: '/at', message: 'is not an ISO-8601 date-time' }],
+    });
+  if (input.ip !== undefined && isIP(input.ip) === 0)
+    throw new ApiError('validation.invalid_input', `/ip: "${input.ip}" is not an IPv4 or IPv6 address`, {
+      details: [{ path: '/ip', message: 'is not an IPv4 or IPv6 address' }],
     });
   const query: QueryLike =
     input.query === undefined ? {} : typeof input.query === 'string' ? parseQuery(input.query) : input.query;

@@ -146,6 +146,20 @@ for (const backend of BACKENDS) {
         400,
       );
       assert.equal(bad.error.code, 'validation.invalid_input');
+      for (const ip of ['999.1.1.1', 'not-an-ip', '1.2.3']) {
+        const badIp = await call<{ error: { code: string; message: string } }>(
+          viewer,
+          '/acp/routing/simulate',
+          { slug: 'sim', ip },
+          400,
+        );
+        assert.match(badIp.error.message, /\/ip: ".*" is not an IPv4 or IPv6 address/, ip);
+      }
+      assert.equal(
+        (await sim({ ip: '2001:db8::1' })).outcome === undefined,
+        false,
+        'an IPv6 address is taken',
+      );
       const anonymous = await t.acp('/acp/routing/simulate', undefined, { slug: 'sim' });
       assert.equal(anonymous.status, 401);
     });
