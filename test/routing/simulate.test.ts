@@ -156,8 +156,8 @@ for (const backend of BACKENDS) {
         assert.match(badIp.error.message, /\/ip: ".*" is not an IPv4 or IPv6 address/, ip);
       }
       assert.equal(
-        (await sim({ ip: '2001:db8::1' })).outcome === undefined,
-        false,
+        (await sim({ ip: '2001:db8::1', country: 'DE' })).outcome,
+        'redirect',
         'an IPv6 address is taken',
       );
       const anonymous = await t.acp('/acp/routing/simulate', undefined, { slug: 'sim' });
