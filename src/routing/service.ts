@@ -4,10 +4,12 @@ import {
   type ConversionSums,
   type FlowRecord,
   isCurrency,
+  MICROS,
   NO_CONVERSIONS,
   type Page,
   type Storage,
   type StreamRecord,
+  toMicros,
 } from '../storage/index.ts';
 import type { FlowsSection, Logger, StreamsSection } from '../telemetry/index.ts';
 import { type Clock, systemClock, type TimeSlice } from '../time/index.ts';
@@ -423,12 +425,19 @@ function sourceOf(flow: FlowRecord, streams: readonly StreamRecord[]): string {
   return out;
 }
 
-/** What JSON Schema cannot say about a flow's fields: a time zone and a currency ICU knows. */
+/**
+ * What JSON Schema cannot say about a flow's fields: a time zone and a currency ICU knows, and a
+ * cost that micro-units hold exactly (it would be rounded, `1e-9` to 0, without a word).
+ */
 function flowProblems(f: {
   timezone?: string | undefined;
   currency?: string | undefined;
+  cost_per_click?: number | undefined;
 }): { path: string; message: string }[] {
   const out: { path: string; message: string }[] = [];
+  const cost = f.cost_per_click;
+  if (cost !== undefined && (toMicros(cost) ?? Number.NaN) / MICROS !== cost)
+    out.push({ path: '/cost_per_click', message: `${cost} has more than 6 decimal places` });
   if (f.timezone !== undefined && !isTimeZone(f.timezone))
     out.push({
       path: '/timezone',

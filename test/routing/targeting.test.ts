@@ -92,6 +92,18 @@ for (const backend of BACKENDS) {
         400,
       );
       assert.match(badCurrency.error.message, /\/currency: "XYZ" is not an ISO 4217 currency code/);
+      // Money is kept in micro-units: a cost they cannot hold is refused, not rounded to 0.
+      const badCost = await call<{ error: { message: string } }>(
+        '/acp/traffic-flows/update',
+        { id: flow.id, cost_per_click: 1e-9 },
+        400,
+      );
+      assert.match(badCost.error.message, /\/cost_per_click: 1e-9 has more than 6 decimal places/);
+      const fine = await call<FlowRecord>('/acp/traffic-flows/update', {
+        id: flow.id,
+        cost_per_click: 0.123456,
+      });
+      assert.equal(fine.cost_per_click, 0.123456);
       const badRule = await call<{ error: { message: string } }>(
         '/acp/streams/create',
         {
