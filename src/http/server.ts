@@ -245,7 +245,26 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   // JSON bodies: an empty body counts as {} (§4); prototype-poisoning keys are refused.
   // Every other media type is refused with 415 (fastify would otherwise accept text/plain).
   // Bodies must be valid UTF-8: a lossy decode would quietly turn bad bytes into U+FFFD and store them.
-  const parseJson = app.getDefaultJsonParser('error', 'error');
+  const strictJson = app.getDefaultJsonParser('error', 'error');
+  // fastify's parser answers a poisoning key as "not valid JSON"; valid JSON refused for a key is
+  // told as such (found by parsing again, on the refusal path only).
+  const parseJson: typeof strictJson = (request, body, done) =>
+    strictJson(request, body, (err, value) => {
+      if (err === null || err === undefined) return done(err, value);
+      try {
+        JSON.parse(body as string);
+      } catch {
+        return done(err, undefined);
+      }
+      done(
+        new ApiError(
+          'validation.invalid_input',
+          'The request body has a key that is never accepted (__proto__, or constructor with prototype).',
+          { cause: err },
+        ),
+        undefined,
+      );
+    });
   const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, raw, done) => {
