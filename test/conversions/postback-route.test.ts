@@ -109,7 +109,11 @@ describe('postbacks (§12) on a node', () => {
       assert.equal(t.logs.apiErrors(a.requestId).length, 1, path);
     }
     const bad = await call(t, '/postback?click_id=stored-1&payout=-1&currency=XX');
-    assert.match(bad.body.error!.message, /payout: .*; currency: /);
+    assert.match(bad.body.error!.message, /^\/payout: .*; \/currency: /);
+    assert.deepEqual(
+      (bad.body.error as { details?: { path: string }[] }).details?.map((d) => d.path),
+      ['/payout', '/currency'],
+    );
   });
 
   test('a 415 names both media types a postback takes, not JSON alone', async () => {
