@@ -38,7 +38,7 @@ Commands:
          [--json]                               exit 0 healthy, 1 findings, 2 unreachable/refused
   migrate                                       apply pending database migrations and exit
   demo                                          create demo flows (demo, demo-position) if missing
-  help                                          this text
+  help, --help, -h                              this text; so does --help after a command
 
 Commands but doctor take --config-dir DIR and --mode MODE (also APP_CONFIG_DIR, APP_MODE).
 Exit codes: 0 ok, 1 failure (doctor: findings), 2 doctor could not ask a node, 64 bad usage,
@@ -47,14 +47,33 @@ Exit codes: 0 ok, 1 failure (doctor: findings), 2 doctor could not ask a node, 6
 
 class UsageError extends Error {}
 
+const COMMANDS: ReadonlySet<string> = new Set(['start', 'operator', 'doctor', 'migrate', 'demo']);
+
+/**
+ * Whether a command's arguments ask for help. Checked before a command parses or does anything, so
+ * `sluice start --help` (or `migrate -h`, `operator create --help`) prints the usage rather than
+ * starting a node, migrating or failing for a missing `--name`. No option takes `-h` as its value:
+ * parseArgs refuses a value that starts with a dash unless it is written `--name=-h`.
+ */
+function asksForHelp(args: readonly string[]): boolean {
+  for (const arg of args) {
+    if (arg === '--') return false;
+    if (arg === '--help' || arg === '-h') return true;
+  }
+  return false;
+}
+
 const common = {
   'config-dir': { type: 'string' },
   mode: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
 } as const;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
+  if (command !== undefined && COMMANDS.has(command) && asksForHelp(rest)) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   switch (command) {
     case 'start':
       return start(rest);
@@ -104,7 +123,6 @@ const doctorOptions = {
   'client-error-rate': { type: 'string' },
   json: { type: 'boolean' },
   single: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
 } as const;
 
 function parse<O extends typeof common | typeof operatorOptions | typeof doctorOptions>(
@@ -157,10 +175,6 @@ async function start(args: string[]): Promise<number> {
 /** `sluice doctor`: talks to running nodes over their ACP only; reads no configuration. */
 async function doctor(args: string[]): Promise<number> {
   const { values } = parse(args, doctorOptions);
-  if (values.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
   const urls = [...(values.url ?? []), ...(values.urls?.split(',') ?? [])]
     .map((u) => u.trim())
     .filter(Boolean);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -80,6 +80,63 @@ describe('sluice CLI', () => {
       64,
     );
     assert.equal((await runCli(['start', '--bogus'], { cwd: dir })).code, 64);
+  });
+
+  test('--help after a command prints the usage and exits 0 without starting a node', async () => {
+    // `sluice start --help` used to start a node (and `migrate --help` to migrate): help must do
+    // nothing else, so the database the configuration names is never created.
+    const quiet = mkdtempSync(join(tmpdir(), 'sluice-cli-help-'));
+    try {
+      writeFileSync(
+        join(quiet, 'config.test.yml'),
+        `storage:\n  sqlite:\n    path: ${join(quiet, 'help.db')}\napp:\n  server:\n    port: 0\n`,
+      );
+      const conf = ['--config-dir', quiet, '--mode', 'test'];
+      const asks = [
+        ['--help'],
+        ['-h'],
+        ['help'],
+        ['start', '--help'],
+        ['start', ...conf, '-h'],
+        ['migrate', '--help', ...conf],
+        ['demo', '-h', ...conf],
+        ['operator', '--help'],
+        ['operator', 'create', '--help', ...conf],
+        ['operator', 'list', '-h', ...conf],
+        ['doctor', '--help'],
+      ];
+      // Killed if still running by then: a node that started instead fails here, not by a hang.
+      const runs = await Promise.all(asks.map((args) => runCli(args, { cwd: quiet, killAfterMs: 60_000 })));
+      runs.forEach((r, i) => {
+        const what = asks[i]!.join(' ');
+        assert.equal(r.code, 0, `${what}: ${r.stderr}`);
+        assert.match(r.stdout, /^Usage: sluice <command> \[options\]/, what);
+        assert.equal(r.stderr, '', what);
+      });
+      assert.ok(!existsSync(join(quiet, 'help.db')), 'no command opened the database');
+    } finally {
+      rmSync(quiet, { recursive: true, force: true });
+    }
+  });
+
+  test('the README documents every command and option of the usage', async () => {
+    const usage = (await runCli(['help'], { cwd: dir })).stdout;
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const section = readme.slice(readme.indexOf('## The command line'), readme.indexOf('## Several nodes'));
+    const commands = [...usage.matchAll(/^ {2}([a-z]+(?: (?:create|list|revoke))?)\b/gm)].map((m) => m[1]!);
+    assert.ok(commands.length >= 7, commands.join());
+    const options = new Set([...usage.matchAll(/(?<![\w-])--?[a-z][a-z0-9-]*/g)].map((m) => m[0]));
+    assert.ok(options.has('--config-dir') && options.has('-h'), [...options].join());
+    assert.deepEqual(
+      commands.filter((c) => !section.includes(`sluice ${c}`)),
+      [],
+      'commands missing from the README',
+    );
+    assert.deepEqual(
+      [...options].filter((o) => !new RegExp(`(?<![\\w-])${o}(?![\\w-])`).test(section)),
+      [],
+      'options missing from the README',
+    );
   });
 
   test('operator create prints a token once; list shows no token; revoke', async () => {

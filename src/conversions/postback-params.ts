@@ -26,8 +26,9 @@ const CLICK_ID = new RegExp(CLICK_ID_PATTERN);
 const DECIMAL = /^(\d{1,9})(?:\.(\d{1,6}))?$/;
 const TXID_MAX = 128;
 
+/** What is wrong with one parameter, named as it is sent. */
 interface Problem {
-  path: string;
+  param: string;
   message: string;
 }
 
@@ -42,11 +43,11 @@ function single(raw: unknown): string | number | boolean | undefined | null {
   return null;
 }
 
-function text(raw: unknown, path: string, problems: Problem[]): string | undefined {
+function text(raw: unknown, param: string, problems: Problem[]): string | undefined {
   const v = single(raw);
   if (v === undefined) return undefined;
   if (v === null || typeof v === 'boolean') {
-    problems.push({ path, message: 'must be a string' });
+    problems.push({ param, message: 'must be a string' });
     return undefined;
   }
   return String(v);
@@ -78,10 +79,10 @@ export function parsePostback(query: unknown, body: unknown): Postback {
 
   const clickId = text(pick('click_id'), 'click_id', problems);
   if (clickId === undefined || clickId === '') {
-    if (!problems.some((p) => p.path === 'click_id'))
-      problems.push({ path: 'click_id', message: 'is required' });
+    if (!problems.some((p) => p.param === 'click_id'))
+      problems.push({ param: 'click_id', message: 'is required' });
   } else if (!CLICK_ID.test(clickId)) {
-    problems.push({ path: 'click_id', message: 'must be 1–64 characters of A–Z, a–z, 0–9, _ and -' });
+    problems.push({ param: 'click_id', message: 'must be 1–64 characters of A–Z, a–z, 0–9, _ and -' });
   }
 
   const statusRaw = text(pick('status'), 'status', problems);
@@ -89,7 +90,7 @@ export function parsePostback(query: unknown, body: unknown): Postback {
     statusRaw === undefined || statusRaw === '' ? 'sale' : statusRaw.toLowerCase()
   ) as ConversionStatus;
   if (!CONVERSION_STATUSES.includes(status)) {
-    problems.push({ path: 'status', message: `must be one of ${CONVERSION_STATUSES.join(', ')}` });
+    problems.push({ param: 'status', message: `must be one of ${CONVERSION_STATUSES.join(', ')}` });
   }
 
   let payoutMicros = 0;
@@ -98,7 +99,7 @@ export function parsePostback(query: unknown, body: unknown): Postback {
     const m = DECIMAL.exec(payoutRaw.trim());
     if (m === null) {
       problems.push({
-        path: 'payout',
+        param: 'payout',
         message: 'must be a decimal number ≥ 0 with at most 9 integer digits and 6 decimals (e.g. 12.50)',
       });
     } else {
@@ -115,27 +116,26 @@ export function parsePostback(query: unknown, body: unknown): Postback {
         ? currencyRaw.toUpperCase()
         : currencyRaw;
   if (!isCurrency(currency)) {
-    problems.push({ path: 'currency', message: 'must be an ISO 4217 currency code (e.g. USD, EUR)' });
+    problems.push({ param: 'currency', message: 'must be an ISO 4217 currency code (e.g. USD, EUR)' });
   }
 
   const txidRaw = text(pick('txid'), 'txid', problems);
   const txid = txidRaw === undefined || txidRaw === '' ? null : txidRaw;
   if (txid !== null) {
     if (txid.length > TXID_MAX)
-      problems.push({ path: 'txid', message: `must be at most ${TXID_MAX} characters` });
+      problems.push({ param: 'txid', message: `must be at most ${TXID_MAX} characters` });
     // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what is refused
     else if (/[\u0000-\u001f\u007f-\u009f]/.test(txid) || !txid.isWellFormed())
-      problems.push({ path: 'txid', message: 'must not hold control characters or lone surrogates' });
+      problems.push({ param: 'txid', message: 'must not hold control characters or lone surrogates' });
   }
 
   if (problems.length > 0) {
-    throw new ApiError(
-      'validation.invalid_input',
-      problems.map((p) => `${p.path}: ${p.message}`).join('; '),
-      {
-        details: problems,
-      },
-    );
+    // `path` is a JSON pointer, as in every other endpoint's details (docs/errors.md), whether the
+    // parameter came in the body or the query string.
+    const details = problems.map((p) => ({ path: `/${p.param}`, message: p.message }));
+    throw new ApiError('validation.invalid_input', details.map((d) => `${d.path}: ${d.message}`).join('; '), {
+      details,
+    });
   }
   return { click_id: clickId!, status, payout_micros: payoutMicros, currency, txid };
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors/index.ts';
+import { toApiError } from '../http/index.ts';
 import {
   type ClickRecord,
   type ConversionStatus,
@@ -22,6 +23,10 @@ export interface PostbackAnswer {
   click_id: string;
   status: ConversionStatus;
 }
+
+/** What a postback body may be (§12), told to a client that sent something else. */
+const POSTBACK_MEDIA_MESSAGE =
+  'The request body must be application/json or application/x-www-form-urlencoded.';
 
 /** A form body as an object of strings (a repeated key keeps every value; the parser takes the first). */
 function parseForm(body: string): Record<string, string | string[]> {
@@ -47,6 +52,13 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
       { parseAs: 'string' },
       (_request, body, parsed) => parsed(null, parseForm(body as string)),
     );
+    // The registry's 415 message names JSON alone, which is all the other routes take; here it
+    // names both. A thrown error goes on to the server's handler, which answers and records it.
+    scope.setErrorHandler((err) => {
+      const api = toApiError(err);
+      if (api.code !== 'request.unsupported_media_type') throw api;
+      throw new ApiError(api.code, POSTBACK_MEDIA_MESSAGE, { cause: err });
+    });
     const handler = async (request: { query: unknown; body?: unknown }): Promise<PostbackAnswer> => {
       if (!postbackKeyAccepted(opts.keySha256, postbackKey(request.query, request.body))) {
         throw new ApiError('auth.unauthorized', 'The postback key is missing or wrong.');

@@ -198,7 +198,9 @@ export async function logPage<T extends { created_at: string }>(
   },
 ): Promise<LogPage<T>> {
   const after =
-    q.cursor === undefined ? undefined : decodeCursor(q.cursor, 'created_at', 'desc', 'timestamp', q.checkId);
+    q.cursor === undefined
+      ? undefined
+      : decodeCursor(q.cursor, q.table, 'created_at', 'desc', 'timestamp', q.checkId);
   const filter = q.where.length ? `WHERE ${q.where.join(' AND ')}` : '';
   const [count] = await exec.all<{ n: unknown }>(
     `SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${q.table} ${filter} LIMIT ${LOG_TOTAL_CAP + 1}) AS capped`,
@@ -224,7 +226,13 @@ export async function logPage<T extends { created_at: string }>(
     total_capped: n > LOG_TOTAL_CAP,
     next_cursor:
       rows.length > q.limit && last !== undefined
-        ? encodeCursor({ by: 'created_at', order: 'desc', value: last.created_at, id: q.idOf(last) })
+        ? encodeCursor({
+            list: q.table,
+            by: 'created_at',
+            order: 'desc',
+            value: last.created_at,
+            id: q.idOf(last),
+          })
         : null,
   };
 }

@@ -5,6 +5,11 @@ import { type ColumnKind, idProblem, storableProblem } from './storable.ts';
 import type { Page, SortOrder } from './types.ts';
 
 interface CursorState {
+  /**
+   * The list the cursor pages (its table). Lists share sorts (newest first on `created_at`) and
+   * their ids fit each other's columns, so without it a conversions cursor paged the clicks list.
+   */
+  list: string;
   by: string;
   order: SortOrder;
   value: string | number;
@@ -12,17 +17,19 @@ interface CursorState {
 }
 
 export function encodeCursor(c: CursorState): string {
-  return Buffer.from(JSON.stringify([c.by, c.order, c.value, c.id])).toString('base64url');
+  return Buffer.from(JSON.stringify([c.list, c.by, c.order, c.value, c.id])).toString('base64url');
 }
 
 /**
- * The cursor of a page, checked before any query: the same sort, and a sort value and id that the
- * sort column and the id column can be compared with on both backends. A cursor is opaque but not
- * trusted (anyone who can list can write one): a string for an integer column, `1e23`, a bad
- * timestamp or U+0000 would otherwise be a PostgreSQL error (500) where SQLite quietly compares.
+ * The cursor of a page, checked before any query: the same list and sort, and a sort value and id
+ * that the sort column and the id column can be compared with on both backends. A cursor is opaque
+ * but not trusted (anyone who can list can write one): a string for an integer column, `1e23`, a
+ * bad timestamp or U+0000 would otherwise be a PostgreSQL error (500) where SQLite quietly compares.
+ * A cursor made before cursors named their list is refused too: it cannot say which list it pages.
  */
 export function decodeCursor(
   cursor: string,
+  list: string,
   by: string,
   order: SortOrder,
   kind: ColumnKind,
@@ -34,17 +41,23 @@ export function decodeCursor(
   } catch {
     // the one error below
   }
-  if (!Array.isArray(parts) || parts.length !== 4 || parts[0] !== by || parts[1] !== order) {
+  if (
+    !Array.isArray(parts) ||
+    parts.length !== 5 ||
+    parts[0] !== list ||
+    parts[1] !== by ||
+    parts[2] !== order
+  ) {
     throw invalidCursor(
-      'not a next_cursor of this query; pass next_cursor of a previous page with the same sort',
+      'not a next_cursor of this list and sort; pass next_cursor of a previous page of this list with the same sort',
     );
   }
-  const [, , value, id] = parts as [string, SortOrder, unknown, unknown];
+  const [, , , value, id] = parts as [string, string, SortOrder, unknown, unknown];
   const valueProblem = storableProblem(kind, value);
   if (valueProblem !== undefined) throw invalidCursor(`its ${by} value ${valueProblem}`);
   const idProblemText = checkId(id);
   if (idProblemText !== undefined) throw invalidCursor(`its id ${idProblemText}`);
-  return { by, order, value: value as string | number, id: id as string };
+  return { list, by, order, value: value as string | number, id: id as string };
 }
 
 function invalidCursor(why: string): ApiError {
@@ -79,7 +92,7 @@ export interface KeysetQuery<T> {
  */
 export async function keysetPage<T>(exec: SqlReader, q: KeysetQuery<T>): Promise<Page<T>> {
   // Checked first: a refused cursor sends no query at all.
-  const after = q.cursor === undefined ? undefined : decodeCursor(q.cursor, q.by, q.order, q.kind);
+  const after = q.cursor === undefined ? undefined : decodeCursor(q.cursor, q.table, q.by, q.order, q.kind);
   const set = Object.entries(q.equal).filter(([, v]) => v !== undefined);
   const where = set.map(([k]) => `${k} = ?`);
   const params = set.map(([, v]) => v);
@@ -99,7 +112,7 @@ export async function keysetPage<T>(exec: SqlReader, q: KeysetQuery<T>): Promise
   const last = items.at(-1);
   const next_cursor =
     rows.length > q.limit && last !== undefined
-      ? encodeCursor({ by: q.by, order: q.order, value: q.valueOf(last), id: q.idOf(last) })
+      ? encodeCursor({ list: q.table, by: q.by, order: q.order, value: q.valueOf(last), id: q.idOf(last) })
       : null;
   return { items, total: Number(count?.n ?? 0), next_cursor };
 }

@@ -27,7 +27,11 @@ interface Answer {
   records: number;
 }
 
-const cursor = (parts: unknown[]) => Buffer.from(JSON.stringify(parts)).toString('base64url');
+/** A forged cursor of the list at `path`: named as its own next_cursor would be, so only its values are wrong. */
+const cursor = (path: string, parts: unknown[]) =>
+  Buffer.from(
+    JSON.stringify([path === '/acp/streams/list' ? 'streams' : 'traffic_flows', ...parts]),
+  ).toString('base64url');
 const ZERO_ID = '00000000-0000-0000-0000-000000000000';
 
 /**
@@ -128,13 +132,19 @@ describe('hostile input gets the same answer from SQLite and PostgreSQL', async 
   it('a forged cursor with a number for a text sort column is 400 on both backends', async () => {
     await refused(
       '/acp/traffic-flows/list',
-      () => ({ sort: { by: 'slug', order: 'asc' }, cursor: cursor(['slug', 'asc', 5, ZERO_ID]) }),
+      () => ({
+        sort: { by: 'slug', order: 'asc' },
+        cursor: cursor('/acp/traffic-flows/list', ['slug', 'asc', 5, ZERO_ID]),
+      }),
       '/cursor',
       'viewer',
     );
     await refused(
       '/acp/streams/list',
-      () => ({ sort: { by: 'name', order: 'asc' }, cursor: cursor(['name', 'asc', 7, ZERO_ID]) }),
+      () => ({
+        sort: { by: 'name', order: 'asc' },
+        cursor: cursor('/acp/streams/list', ['name', 'asc', 7, ZERO_ID]),
+      }),
       '/cursor',
       'viewer',
     );
@@ -150,7 +160,7 @@ describe('hostile input gets the same answer from SQLite and PostgreSQL', async 
     ] as const) {
       await refused(
         path,
-        () => ({ sort: { by, order: 'asc' }, cursor: cursor([by, 'asc', 'nope', ZERO_ID]) }),
+        () => ({ sort: { by, order: 'asc' }, cursor: cursor(path, [by, 'asc', 'nope', ZERO_ID]) }),
         '/cursor',
         'viewer',
       );
@@ -167,7 +177,7 @@ describe('hostile input gets the same answer from SQLite and PostgreSQL', async 
     ] as const) {
       await refused(
         path,
-        () => ({ sort: { by, order: 'desc' }, cursor: cursor([by, 'desc', value, ZERO_ID]) }),
+        () => ({ sort: { by, order: 'desc' }, cursor: cursor(path, [by, 'desc', value, ZERO_ID]) }),
         '/cursor',
         'viewer',
       );
@@ -177,13 +187,19 @@ describe('hostile input gets the same answer from SQLite and PostgreSQL', async 
   it('a forged cursor with U+0000 in its sort value or its id is 400 on both backends', async () => {
     await refused(
       '/acp/traffic-flows/list',
-      () => ({ sort: { by: 'slug', order: 'asc' }, cursor: cursor(['slug', 'asc', 'a\u0000', ZERO_ID]) }),
+      () => ({
+        sort: { by: 'slug', order: 'asc' },
+        cursor: cursor('/acp/traffic-flows/list', ['slug', 'asc', 'a\u0000', ZERO_ID]),
+      }),
       '/cursor',
       'viewer',
     );
     await refused(
       '/acp/streams/list',
-      () => ({ sort: { by: 'name', order: 'asc' }, cursor: cursor(['name', 'asc', 'a', 'x\u0000y']) }),
+      () => ({
+        sort: { by: 'name', order: 'asc' },
+        cursor: cursor('/acp/streams/list', ['name', 'asc', 'a', 'x\u0000y']),
+      }),
       '/cursor',
       'viewer',
     );
@@ -319,7 +335,11 @@ describe('hostile input gets the same answer from SQLite and PostgreSQL', async 
         async (path, k, order, c) => {
           const by = sortKeys[path][k]!;
           const value =
-            c.kind === 'same' ? cursor([by, order, c.v, c.i]) : c.kind === 'other' ? cursor(c.parts) : c.raw;
+            c.kind === 'same'
+              ? cursor(path, [by, order, c.v, c.i])
+              : c.kind === 'other'
+                ? cursor(path, c.parts)
+                : c.raw;
           const a = await ask(path, () => ({ sort: { by, order }, cursor: value }), 'viewer');
           assert.ok(a.status === 200 || a.status === 400, `${path} ${by} ${value}: ${a.status} ${a.message}`);
           if (a.status === 400) assert.equal(a.code, 'validation.invalid_input');

@@ -329,7 +329,7 @@ for (const backend of BACKENDS) {
         ['/acp/clicks/list', { filter: { referrer_host: 'a' } }, '/filter'],
         [
           '/acp/clicks/list',
-          { cursor: Buffer.from('["created_at","desc",1,"x"]').toString('base64url') },
+          { cursor: Buffer.from('["clicks","created_at","desc",1,"x"]').toString('base64url') },
           '/cursor',
         ],
         ['/acp/conversions/list', { filter: { status: 'approved' } }, '/filter/status'],
@@ -337,9 +337,9 @@ for (const backend of BACKENDS) {
         [
           '/acp/conversions/list',
           {
-            cursor: Buffer.from('["created_at","desc","2026-01-01T00:00:00.000Z","no\u0000"]').toString(
-              'base64url',
-            ),
+            cursor: Buffer.from(
+              '["conversions","created_at","desc","2026-01-01T00:00:00.000Z","no\u0000"]',
+            ).toString('base64url'),
           },
           '/cursor',
         ],
@@ -352,6 +352,41 @@ for (const backend of BACKENDS) {
           `${JSON.stringify(body)} names ${field}: ${JSON.stringify(res.error.details)}`,
         );
         assert.equal(t.logs.apiErrors(res.error.request_id).length, 1);
+      }
+    });
+
+    it('a cursor of one log list is refused by another (clicks, conversions, audit): 400 naming /cursor', async () => {
+      // All three encode (created_at desc, time, id) and their ids fit each other's checks: a
+      // conversions cursor used to page the clicks list from a position in another table.
+      const [c1, c2] = stored.filter((c) => !c.is_bot).slice(-2);
+      await postback(`click_id=${c1!.click_id}&txid=cursor-1`);
+      await postback(`click_id=${c2!.click_id}&txid=cursor-2`);
+      const lists = [
+        ['/acp/clicks/list', viewer],
+        ['/acp/conversions/list', viewer],
+        ['/acp/audit/list', admin],
+      ] as const;
+      const cursors = await Promise.all(
+        lists.map(async ([path, token]) => {
+          const page = await call<ListPage<unknown>>(path, { limit: 1 }, token);
+          assert.ok(page.next_cursor, `${path} has a second page`);
+          return page.next_cursor;
+        }),
+      );
+      for (const [i, [path, token]] of lists.entries()) {
+        // Its own cursor pages on.
+        await call<ListPage<unknown>>(path, { limit: 1, cursor: cursors[i] }, token);
+        for (const [j, [from]] of lists.entries()) {
+          if (i === j) continue;
+          const res = await call<ApiErrorBody>(path, { limit: 1, cursor: cursors[j] }, token, 400);
+          assert.equal(res.error.code, 'validation.invalid_input', `${from} cursor on ${path}`);
+          assert.deepEqual(
+            res.error.details?.map((d) => d.path),
+            ['/cursor'],
+            `${from} cursor on ${path}`,
+          );
+          assert.equal(t.logs.apiErrors(res.error.request_id).length, 1);
+        }
       }
     });
   });

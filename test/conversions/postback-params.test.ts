@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import { parsePostback, postbackKey, postbackKeyAccepted } from '../../src/conversions/index.ts';
 import { ApiError } from '../../src/errors/index.ts';
 
-/** The problems one refused postback lists, by parameter. */
+/** The problems one refused postback lists, by path (a JSON pointer: `/click_id`). */
 function problems(query: unknown, body?: unknown): Record<string, string> {
   try {
     parsePostback(query, body);
@@ -37,37 +37,56 @@ describe('postback parameters (§12)', () => {
     assert.equal(micros(' 7 '), 7_000_000);
     assert.equal(micros('999999999.999999'), 999_999_999_999_999);
     for (const bad of ['-1', '1e3', '0x10', '1,5', '1.1234567', 'NaN', 'Infinity', '1.', '.5', '1000000000'])
-      assert.match(problems({ click_id: 'c', payout: bad }).payout ?? '', /decimal number/, bad);
+      assert.match(problems({ click_id: 'c', payout: bad })['/payout'] ?? '', /decimal number/, bad);
   });
 
   test('status and currency are case-insensitive, checked against the known values', () => {
     const p = parsePostback({ click_id: 'c', status: 'LEAD', currency: 'eur' }, undefined);
     assert.equal(p.status, 'lead');
     assert.equal(p.currency, 'EUR');
-    assert.match(problems({ click_id: 'c', status: 'paid' }).status ?? '', /lead, sale, rejected/);
-    assert.match(problems({ click_id: 'c', currency: 'XYZ' }).currency ?? '', /ISO 4217/);
-    assert.match(problems({ click_id: 'c', currency: 'US' }).currency ?? '', /ISO 4217/);
+    assert.match(problems({ click_id: 'c', status: 'paid' })['/status'] ?? '', /lead, sale, rejected/);
+    assert.match(problems({ click_id: 'c', currency: 'XYZ' })['/currency'] ?? '', /ISO 4217/);
+    assert.match(problems({ click_id: 'c', currency: 'US' })['/currency'] ?? '', /ISO 4217/);
     // Upper-casing is for ASCII letters only: a dotless i would otherwise make IDR.
-    assert.match(problems({ click_id: 'c', currency: '\u0131dr' }).currency ?? '', /ISO 4217/);
+    assert.match(problems({ click_id: 'c', currency: '\u0131dr' })['/currency'] ?? '', /ISO 4217/);
   });
 
   test('click_id is required and held to the click id alphabet', () => {
-    assert.match(problems({}).click_id ?? '', /required/);
-    assert.match(problems({ click_id: '' }).click_id ?? '', /required/);
-    assert.match(problems({ click_id: 'a b' }).click_id ?? '', /1–64/);
-    assert.match(problems({ click_id: 'x'.repeat(65) }).click_id ?? '', /1–64/);
+    assert.match(problems({})['/click_id'] ?? '', /required/);
+    assert.match(problems({ click_id: '' })['/click_id'] ?? '', /required/);
+    assert.match(problems({ click_id: 'a b' })['/click_id'] ?? '', /1–64/);
+    assert.match(problems({ click_id: 'x'.repeat(65) })['/click_id'] ?? '', /1–64/);
   });
 
   test('txid: up to 128 characters, no control characters', () => {
     assert.equal(parsePostback({ click_id: 'c', txid: 't'.repeat(128) }, undefined).txid, 't'.repeat(128));
-    assert.match(problems({ click_id: 'c', txid: 't'.repeat(129) }).txid ?? '', /128/);
-    assert.match(problems({ click_id: 'c', txid: 'a\u0000b' }).txid ?? '', /control/);
-    assert.match(problems({ click_id: 'c', txid: '\ud800' }).txid ?? '', /surrogate/);
+    assert.match(problems({ click_id: 'c', txid: 't'.repeat(129) })['/txid'] ?? '', /128/);
+    assert.match(problems({ click_id: 'c', txid: 'a\u0000b' })['/txid'] ?? '', /control/);
+    assert.match(problems({ click_id: 'c', txid: '\ud800' })['/txid'] ?? '', /surrogate/);
   });
 
   test('every problem is listed at once', () => {
     const p = problems({ status: 'x', payout: '-1', currency: 'zz' });
-    assert.deepEqual(Object.keys(p).sort(), ['click_id', 'currency', 'payout', 'status']);
+    assert.deepEqual(Object.keys(p).sort(), ['/click_id', '/currency', '/payout', '/status']);
+  });
+
+  test('details name each parameter by a JSON pointer, as every endpoint does; the message too', () => {
+    // They were bare names ("click_id"), unlike the ACP's "/click_id" that docs/errors.md promises.
+    assert.throws(
+      () => parsePostback({ click_id: 'a b', txid: 't'.repeat(129) }, undefined),
+      (err) => {
+        assert.ok(err instanceof ApiError);
+        assert.deepEqual(err.details, [
+          { path: '/click_id', message: 'must be 1–64 characters of A–Z, a–z, 0–9, _ and -' },
+          { path: '/txid', message: 'must be at most 128 characters' },
+        ]);
+        assert.equal(
+          err.message,
+          '/click_id: must be 1–64 characters of A–Z, a–z, 0–9, _ and -; /txid: must be at most 128 characters',
+        );
+        return true;
+      },
+    );
   });
 
   test('the body wins over the query string; repeated parameters take the first value', () => {
@@ -80,7 +99,7 @@ describe('postback parameters (§12)', () => {
     assert.equal(p.status, 'lead');
     // A JSON body's numbers are values too; objects are not.
     assert.equal(parsePostback({}, { click_id: 'c', payout: 3.25 }).payout_micros, 3_250_000);
-    assert.match(problems({}, { click_id: { $ne: 1 } }).click_id ?? '', /string/);
+    assert.match(problems({}, { click_id: { $ne: 1 } })['/click_id'] ?? '', /string/);
   });
 
   test('the key is compared with its configured SHA-256; no hash configured accepts all', () => {

@@ -109,7 +109,34 @@ describe('postbacks (§12) on a node', () => {
       assert.equal(t.logs.apiErrors(a.requestId).length, 1, path);
     }
     const bad = await call(t, '/postback?click_id=stored-1&payout=-1&currency=XX');
-    assert.match(bad.body.error!.message, /payout: .*; currency: /);
+    assert.match(bad.body.error!.message, /^\/payout: .*; \/currency: /);
+    assert.deepEqual(
+      (bad.body.error as { details?: { path: string }[] }).details?.map((d) => d.path),
+      ['/payout', '/currency'],
+    );
+  });
+
+  test('a 415 names both media types a postback takes, not JSON alone', async () => {
+    // The registry's message ("must be application/json") told networks their forms were refused.
+    const a = await call(t, '/postback', {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: 'click_id=stored-1',
+    });
+    assert.equal(a.status, 415);
+    assert.equal(a.body.error?.code, 'request.unsupported_media_type');
+    assert.equal(
+      a.body.error?.message,
+      'The request body must be application/json or application/x-www-form-urlencoded.',
+    );
+    assert.equal(t.logs.apiErrors(a.requestId).length, 1);
+    // Other routes take JSON alone and still say so.
+    const acp = await t.acp('/acp/system/metrics', await t.token('viewer'), 'a=1', {
+      'content-type': 'application/x-www-form-urlencoded',
+    });
+    const other = (await acp.json()) as { error: { code: string; message: string } };
+    assert.equal(acp.status, 415);
+    assert.equal(other.error.message, 'The request body must be application/json.');
   });
 
   test('each postback is counted like any route', () => {

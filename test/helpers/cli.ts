@@ -13,16 +13,21 @@ export const START_LIMIT_MS = 60_000;
 
 /**
  * Runs `sluice <args>` to its exit with only PATH and the given variables in its environment,
- * and collects what it printed.
+ * and collects what it printed. With `killAfterMs`, a command still running then is killed (its
+ * code is null), so a command that should return at once but serves instead fails its test rather
+ * than hanging it.
  */
 export function runCli(
   args: string[],
-  opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv; killAfterMs?: number } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((done) => {
     const child = spawn(process.execPath, [CLI, ...args], {
       ...(opts.cwd ? { cwd: opts.cwd } : {}),
       env: { PATH: process.env.PATH, ...opts.env },
+      ...(opts.killAfterMs === undefined
+        ? {}
+        : { timeout: opts.killAfterMs, killSignal: 'SIGKILL' as const }),
     });
     let stdout = '';
     let stderr = '';

@@ -275,6 +275,39 @@ for (const backend of BACKENDS) {
       assert.equal(storage.stats().queries, before);
     });
 
+    it("another log's cursor (the audit log's) is validation.invalid_input on the click list, and back", async () => {
+      // Both log lists page on (created_at desc, id) and an audit id fits the click id alphabet:
+      // the audit log's cursor used to page the click list from a position in another table.
+      for (const target_id of ['x1', 'x2']) {
+        await storage.audit.append({
+          operator: 'ada',
+          action: 'flow.create',
+          target_type: 'flow',
+          target_id,
+          request_id: 'req-1',
+          server_id: 'node-a',
+        });
+      }
+      const clicks = await storage.clicks.list({ filter: {}, limit: 1 });
+      const audit = await storage.audit.list({ filter: {}, limit: 1 });
+      assert.ok(clicks.next_cursor && audit.next_cursor);
+      const before = storage.stats().queries;
+      const anotherList = (err: unknown) =>
+        isCode('validation.invalid_input')(err) &&
+        /^\/cursor: not a next_cursor of this list/.test((err as Error).message);
+      await assert.rejects(
+        storage.clicks.list({ filter: {}, limit: 1, cursor: audit.next_cursor }),
+        anotherList,
+      );
+      await assert.rejects(
+        storage.audit.list({ filter: {}, limit: 1, cursor: clicks.next_cursor }),
+        anotherList,
+      );
+      assert.equal(storage.stats().queries, before, 'refused before any query');
+      const next = await storage.clicks.list({ filter: {}, limit: 1, cursor: clicks.next_cursor });
+      assert.notEqual(next.items[0]?.click_id, clicks.items[0]?.click_id);
+    });
+
     it('retention deletes older clicks in small chunks, letting the event loop run between them', async () => {
       const rows = Array.from({ length: 100 }, (_, i) =>
         newClick({ flow_id: 'old', at: T0 - 86_400_000 * 40 + i }),

@@ -370,16 +370,66 @@ for (const backend of BACKENDS) {
       );
     });
 
+    it('a cursor of another list with the same sort, or one that names no list, is refused', async () => {
+      // Flows and streams both sort by created_at and have ids of one kind: a flows cursor used to
+      // page the streams list, from the flow's position in a list it was never part of.
+      const f = await storage.flows.create({
+        slug: 'cursor-list',
+        name: 'c',
+        status: 'active',
+        rotation: 'position',
+      });
+      for (let i = 0; i < 3; i++) await storage.streams.create(stream(f.id, { name: `c${i}`, position: i }));
+      const sort = { by: 'created_at', order: 'desc' } as const;
+      const flows = await storage.flows.list({ filter: {}, sort, limit: 1 });
+      const streams = await storage.streams.list({ filter: { flow_id: f.id }, sort, limit: 1 });
+      assert.ok(flows.next_cursor && streams.next_cursor);
+      const anotherList = (err: unknown) =>
+        isCode('validation.invalid_input')(err) &&
+        /^\/cursor: not a next_cursor of this list/.test((err as Error).message);
+      await assert.rejects(
+        storage.streams.list({ filter: { flow_id: f.id }, sort, limit: 1, cursor: flows.next_cursor }),
+        anotherList,
+      );
+      await assert.rejects(
+        storage.flows.list({ filter: {}, sort, limit: 1, cursor: streams.next_cursor }),
+        anotherList,
+      );
+      // A cursor as made before cursors named their list: it cannot say which list it pages.
+      const [, ...unnamed] = JSON.parse(
+        Buffer.from(streams.next_cursor, 'base64url').toString(),
+      ) as unknown[];
+      await assert.rejects(
+        storage.streams.list({
+          filter: { flow_id: f.id },
+          sort,
+          limit: 1,
+          cursor: Buffer.from(JSON.stringify(unnamed)).toString('base64url'),
+        }),
+        anotherList,
+      );
+      // Each list's own cursor pages on.
+      const next = await storage.streams.list({
+        filter: { flow_id: f.id },
+        sort,
+        limit: 1,
+        cursor: streams.next_cursor,
+      });
+      assert.equal(next.items.length, 1);
+      assert.notEqual(next.items[0]!.id, streams.items[0]!.id);
+      await storage.flows.list({ filter: {}, sort, limit: 1, cursor: flows.next_cursor });
+    });
+
     // A viewer can write any cursor. Each of these made PostgreSQL fail (500) where SQLite quietly
     // compared and answered 200; the store now refuses them alike, before any query.
     const forged =
       (value: unknown, id: unknown = '00000000-0000-0000-0000-000000000000') =>
-      (by: string) =>
-        Buffer.from(JSON.stringify([by, 'asc', value, id])).toString('base64url');
+      (list: 'traffic_flows' | 'streams', by: string) =>
+        Buffer.from(JSON.stringify([list, by, 'asc', value, id])).toString('base64url');
     const FORGED_CURSORS: [
       what: string,
       by: 'slug' | 'name' | 'created_at' | 'clicks',
-      make: (by: string) => string,
+      make: (list: 'traffic_flows' | 'streams', by: string) => string,
     ][] = [
       ['a number for a text sort column', 'slug', forged(5)],
       ['text for a timestamp sort column', 'created_at', forged('yesterday')],
@@ -394,16 +444,25 @@ for (const backend of BACKENDS) {
       [
         'extra components',
         'slug',
-        (by) => Buffer.from(JSON.stringify([by, 'asc', 'a', 'x', 1])).toString('base64url'),
+        (list, by) => Buffer.from(JSON.stringify([list, by, 'asc', 'a', 'x', 1])).toString('base64url'),
       ],
     ];
     it('a forged flow cursor (wrong type for the sort column, 1e23, U+0000) is validation.invalid_input, before any query', async () => {
       for (const [what, by, make] of FORGED_CURSORS) {
         const before = storage.stats().queries;
         await assert.rejects(
-          storage.flows.list({ filter: {}, sort: { by, order: 'asc' }, limit: 2, cursor: make(by) }),
+          storage.flows.list({
+            filter: {},
+            sort: { by, order: 'asc' },
+            limit: 2,
+            cursor: make('traffic_flows', by),
+          }),
+          // Refused for what is forged in it, not for a list or sort it does not name.
           (err: unknown) =>
-            isCode('validation.invalid_input')(err) && /^\/cursor: /.test((err as Error).message),
+            isCode('validation.invalid_input')(err) &&
+            (what === 'extra components' ? /^\/cursor: not a next_cursor/ : /^\/cursor: its /).test(
+              (err as Error).message,
+            ),
           what,
         );
         assert.equal(storage.stats().queries, before, `${what}: no query sent`);
@@ -422,9 +481,10 @@ for (const backend of BACKENDS) {
             filter: {},
             sort: { by: 'position', order: 'asc' },
             limit: 2,
-            cursor: forged(value)('position'),
+            cursor: forged(value)('streams', 'position'),
           }),
-          isCode('validation.invalid_input'),
+          (err: unknown) =>
+            isCode('validation.invalid_input')(err) && /its position value/.test((err as Error).message),
           what,
         );
       }
@@ -433,7 +493,7 @@ for (const backend of BACKENDS) {
           filter: {},
           sort: { by: 'hits', order: 'asc' },
           limit: 2,
-          cursor: forged(2 ** 63)('hits'),
+          cursor: forged(2 ** 63)('streams', 'hits'),
         }),
         isCode('validation.invalid_input'),
         'hits beyond what a JSON number holds exactly',
@@ -444,7 +504,7 @@ for (const backend of BACKENDS) {
           filter: {},
           sort: { by: 'position', order: 'asc' },
           limit: 2,
-          cursor: forged(value)('position'),
+          cursor: forged(value)('streams', 'position'),
         });
       }
     });
