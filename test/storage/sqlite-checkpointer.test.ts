@@ -27,14 +27,32 @@ function walIndex(path: string): { frames: number; backfilled: number } {
   return { frames: u32(16), backfilled: u32(96) };
 }
 
+/** Runs `fn` with the path of a database in a temp dir of its own, removed afterwards. */
+async function withDatabase(fn: (path: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-checkpoint-'));
+  try {
+    await fn(join(dir, 's.db'));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The clicks in the file, read by a connection of its own. */
+function storedClicks(path: string): number {
+  const db = new DatabaseSync(path, { readOnly: true });
+  try {
+    return Number((db.prepare('SELECT count(*) AS n FROM clicks').get() as { n: number }).n);
+  } finally {
+    db.close();
+  }
+}
+
 const clicks = (n: number) =>
   Array.from({ length: n }, (_, i) => newClick({ click_id: `k${String(i).padStart(9, '0')}` }));
 
 describe('the SQLite checkpoint thread (#12)', () => {
   test("a node's log goes back into the database from the thread, not from the node's commits", async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sluice-checkpoint-'));
-    const path = join(dir, 's.db');
-    try {
+    await withDatabase(async (path) => {
       // The thread waits 5 s between checkpoints: the first comes after the batch below is written.
       const s = openSqlite(path, systemClock, { checkpointThread: true, checkpointIntervalMs: 5000 });
       await s.migrate();
@@ -55,36 +73,23 @@ describe('the SQLite checkpoint thread (#12)', () => {
       assert.ok(cp.runs > 0);
       assert.equal(cp.failures, 0, cp.last_error ?? '');
       await s.close();
-      // Everything is in the file, read by a connection of its own.
-      const db = new DatabaseSync(path, { readOnly: true });
-      assert.deepEqual({ ...db.prepare('SELECT count(*) AS n FROM clicks').get() }, { n: CLICKS });
-      db.close();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+      assert.equal(storedClicks(path), CLICKS, 'everything is in the file');
+    });
   });
 
   test('storage for a one-off command has no thread, and SQLite checkpoints as usual', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sluice-checkpoint-'));
-    const path = join(dir, 's.db');
-    try {
+    await withDatabase(async (path) => {
       const s = openSqlite(path, systemClock);
       await s.migrate();
       assert.equal(s.stats().checkpoints, undefined);
       await s.clicks.insertBatch({ id: newBatchId(), server_id: 'n1', rows: clicks(CLICKS) });
       await s.close();
-      const db = new DatabaseSync(path, { readOnly: true });
-      assert.deepEqual({ ...db.prepare('SELECT count(*) AS n FROM clicks').get() }, { n: CLICKS });
-      db.close();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+      assert.equal(storedClicks(path), CLICKS);
+    });
   });
 
   test('the thread never keeps a process alive', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'sluice-checkpoint-'));
-    try {
-      const path = join(dir, 's.db');
+    await withDatabase(async (path) => {
       // Opened with the thread and never closed: the script must still end by itself.
       const script = `
         import { openSqlite } from ${JSON.stringify(STORAGE)};
@@ -96,8 +101,6 @@ describe('the SQLite checkpoint thread (#12)', () => {
         timeout: 20_000,
       });
       assert.equal(stdout.trim(), 'migrated');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    });
   });
 });
