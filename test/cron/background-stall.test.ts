@@ -32,8 +32,9 @@ const STREAMS_PER_FLOW = 5;
 const ACTIVE_EVERY = 20;
 const CACHED = 4000;
 /**
- * Streams touched by the counter flush. Beyond ~20,000 the SQLite COMMIT itself (the WAL write
- * and its checkpoint: one call that cannot be sliced) passes the bound: see docs/cron.md.
+ * Streams touched by the counter flush. Beyond ~5,000–10,000 the SQLite COMMIT itself (the WAL
+ * write: one call that cannot be sliced; checkpoints run on their own thread) passes the bound:
+ * see docs/cron.md.
  */
 const TOUCHED = 5000;
 const NEVER = '0 0 1 1 *';
