@@ -90,6 +90,11 @@ describe('web console in a browser', { skip }, () => {
       await page.textContent('[data-testid=overview-click-log]'),
       `${log.buffered + log.unacked} / ${log.dropped}`,
     );
+    // The Database card: a SQLite node's checkpoint thread (runs / failed / backlog).
+    assert.match(
+      (await page.textContent('[data-testid=overview-checkpoints]')) ?? '',
+      /^[\d,]+ \/ 0 \/ [\d,]+ pages$/,
+    );
     // The charts are drawn by an effect after the render that shows the node id: wait for them.
     await page.locator('.chart .uplot').nth(2).waitFor();
     assert.equal(await page.locator('.chart .uplot').count(), 3);

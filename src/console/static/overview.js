@@ -148,6 +148,13 @@ export function OverviewPage({ me, live }) {
         <${Row} k="status" v=${html`<span class=${m.db.status === 'up' ? 'ok-text' : 'bad-text'}>${m.db.status}</span>`} />
         <${Row} k="queries / errors" v=${`${fmt.n(m.db.queries)} / ${fmt.n(m.db.errors)}`} />
         <${Row} k="p95" v=${fmt.ms(m.db.p95_ms)} />
+        ${
+          m.db.checkpoints &&
+          html`<${Row}
+            k="checkpoints / failed / backlog"
+            v=${html`<span data-testid="overview-checkpoints" class=${m.db.checkpoints.failures > 0 ? 'bad-text' : ''}>${fmt.n(m.db.checkpoints.runs)} / ${fmt.n(m.db.checkpoints.failures)} / ${fmt.n(m.db.checkpoints.backlog_pages)} pages</span>`}
+          />`
+        }
       <//>
       <${Card} title="Outgoing HTTP">
         <${Row} k="requests" v=${fmt.n(m.http.total_requests)} />
