@@ -300,7 +300,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
 }
 
 /** `text` with every query string in it (from `?` to the next quote or space) cut to `?…`. */
-export function withoutQueries(text: string): string {
+function withoutQueries(text: string): string {
   return text.replace(/\?[^'"\s]*/g, '?…');
 }
 

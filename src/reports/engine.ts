@@ -273,7 +273,7 @@ function sortRows(rows: ReportRow[], q: ReportQuery, groupBy: readonly Dimension
   const keys = groupBy.flatMap((d) => DIMENSION_KEYS[d]);
   const time = groupBy.find((d) => d === 'day' || d === 'hour');
   const asked = q.sort?.by;
-  const by = (asked !== undefined ? (SORT_ALIASES[asked] ?? asked) : undefined) ?? time ?? 'clicks';
+  const by = asked === undefined ? (time ?? 'clicks') : (SORT_ALIASES[asked] ?? asked);
   const order = q.sort?.order ?? (q.sort === undefined && time === undefined ? 'desc' : 'asc');
   const sign = order === 'asc' ? 1 : -1;
   const cmp = (a: string | number | null | undefined, b: string | number | null | undefined, dir: number) => {

@@ -1,6 +1,5 @@
 import { ApiError } from '../errors/index.ts';
-import type { Row } from './sql.ts';
-import type { SqlReader } from './sqlite-reader.ts';
+import type { Row, SqlReader } from './sql.ts';
 import { type ColumnKind, idProblem, storableProblem } from './storable.ts';
 import type { Page, SortOrder } from './types.ts';
 

@@ -1,7 +1,6 @@
 import { SUB_COLUMNS } from './clicks.ts';
-import type { Row, SqlExecutor } from './sql.ts';
+import type { Row, SqlExecutor, SqlReader } from './sql.ts';
 import { toNum } from './sql.ts';
-import type { SqlReader } from './sqlite-reader.ts';
 
 /**
  * Click-log columns a report may group by (§15); the same names exist on `conversions`. The

@@ -5,8 +5,7 @@ import { toBool } from './clicks.ts';
 import { type Fence, fenceClause } from './cluster-store.ts';
 import { fromMicros, toMicros } from './money.ts';
 import { keysetPage } from './paging.ts';
-import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
-import type { SqlReader } from './sqlite-reader.ts';
+import { type Row, type SqlExecutor, type SqlReader, toIso, toNum } from './sql.ts';
 import { type ColumnKind, storableText } from './storable.ts';
 import type {
   FlowFilter,

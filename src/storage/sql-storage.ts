@@ -10,8 +10,7 @@ import type { QueryStats } from './query-stats.ts';
 import { type ReportStore, SqlReports } from './reports.ts';
 import { SqlFlows, SqlOperators, SqlStreams } from './repositories.ts';
 import { SqlSightings } from './sightings.ts';
-import { type SqlExecutor, toNum } from './sql.ts';
-import type { SqlReader } from './sqlite-reader.ts';
+import { type SqlExecutor, type SqlReader, toNum } from './sql.ts';
 import type {
   Aggregates,
   AuditStore,

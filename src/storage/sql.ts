@@ -9,10 +9,17 @@ import type { BatchRow, BatchStatement } from './batch.ts';
 export type Dialect = 'sqlite' | 'postgres';
 export type Row = Record<string, unknown>;
 
-export interface SqlExecutor {
-  readonly dialect: Dialect;
+/**
+ * The part of an executor a long read needs: what reports and lists read through, an executor
+ * itself or, on a SQLite node, the reader thread (src/storage/sqlite-reader.ts).
+ */
+export interface SqlReader {
   /** Rows of a statement. */
   all<T = Row>(sql: string, params?: readonly unknown[]): Promise<T[]>;
+}
+
+export interface SqlExecutor extends SqlReader {
+  readonly dialect: Dialect;
   /** Affected row count of a statement. */
   run(sql: string, params?: readonly unknown[]): Promise<number>;
   /**

@@ -1,12 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { ApiError } from '../errors/index.ts';
 import type { QueryStats } from './query-stats.ts';
-import type { Row } from './sql.ts';
-
-/** The part of an executor a long read needs. */
-export interface SqlReader {
-  all<T = Row>(sql: string, params?: readonly unknown[]): Promise<T[]>;
-}
+import type { Row, SqlReader } from './sql.ts';
 
 const toParam = (v: unknown) =>
   v === undefined ? null : typeof v === 'boolean' ? (v ? 1 : 0) : v instanceof Date ? v.toISOString() : v;
