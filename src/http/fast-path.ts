@@ -2,6 +2,7 @@ import {
   createServer as createHttpServer,
   type IncomingMessage,
   type Server,
+  type ServerOptions,
   type ServerResponse,
 } from 'node:http';
 import { outcomeOf, type Recorder } from '../telemetry/index.ts';
@@ -40,7 +41,7 @@ export interface FastRoute {
 
 /** The server options fastify hands a `serverFactory`, as it would have used them itself. */
 export interface FactoryOptions {
-  http?: object;
+  http?: ServerOptions;
   keepAliveTimeout?: number;
   requestTimeout?: number;
   connectionTimeout?: number;
@@ -103,7 +104,10 @@ export class FrontDoor {
 
   /** fastify's `serverFactory`: the server fastify would have made, with the front door in it. */
   server(fastify: (req: IncomingMessage, res: ServerResponse) => void, opts: FactoryOptions): Server {
-    const server = createHttpServer(opts.http ?? {}, (req, res) => {
+    // A GET (no Content-Length, no Transfer-Encoding) gets a request stream that is already
+    // ended: Node then schedules none of a body stream's ticks (end, dump, destroy) per request,
+    // ~1.5–2 µs of CPU on /go. A request with a body reads it as before.
+    const server = createHttpServer({ ...opts.http, optimizeEmptyRequests: true }, (req, res) => {
       if (req.method !== 'GET' || this.#closing || !this.#answer(req, res)) fastify(req, res);
     });
     // As fastify's own getServerInstance sets them.

@@ -54,6 +54,8 @@ describe('server error path for failures inside handlers', () => {
       request.log.info({ step: 1 }, 'handler says hello');
       return { ok: true };
     });
+    app.get('/stream-state', async (request) => ({ ended: request.raw.readableEnded }));
+    app.post('/echo', async (request) => ({ ended: request.raw.readableEnded, body: request.body }));
     await app.listen({ port: 0, host: '127.0.0.1' });
     const addr = app.server.address();
     url = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
@@ -61,6 +63,17 @@ describe('server error path for failures inside handlers', () => {
   after(async () => {
     await app.close();
     telemetry.stop();
+  });
+
+  test('a request without a body arrives with its stream already ended; one with a body is read as before', async () => {
+    const get = await fetch(`${url}/stream-state`);
+    assert.deepEqual(await get.json(), { ended: true });
+    const post = await fetch(`${url}/echo`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ a: 1 }),
+    });
+    assert.deepEqual(await post.json(), { ended: true, body: { a: 1 } });
   });
 
   test('a thrown bug is 500 internal.error with no internals in the body, the cause in the log', async () => {
