@@ -8,7 +8,15 @@
  *    10,000-click batches until everything is written; clicks/s end to end.
  * 3. Heap bytes a buffered click costs (run with `--expose-gc`; skipped otherwise).
  *
- *   node --expose-gc bench/storage/click-log.bench.ts [--rounds 7] [--backends sqlite,sqlite-node,postgres] [--feed 200000]
+ *   node --expose-gc bench/storage/click-log.bench.ts [--rounds 7] [--backends sqlite,sqlite-node,postgres]
+ *        [--feed 200000] [--existing 0] [--flows 100] [--subs 1000]
+ *
+ * `--existing N` first writes N clicks (10k batches, through the same path), so the figures are
+ * those of a log that already holds that many: an index keyed by something other than time takes
+ * each batch's rows at as many places as the batch has distinct keys, and once the index no longer
+ * fits SQLite's page cache each of those places is a page read and a page written. A fresh table
+ * hides that; `--existing 2000000 --flows 1000` is a day of a mid-sized node. `--flows` sets the
+ * flows the clicks spread over (three streams each), `--subs` the distinct sub1 values.
  *
  * `sqlite-node` is SQLite as a node opens it: the write-ahead log checkpointed on its own thread.
  *
@@ -46,14 +54,19 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '7' },
     backends: { type: 'string', default: 'sqlite,sqlite-node,postgres' },
     feed: { type: 'string', default: '200000' },
+    existing: { type: 'string', default: '0' },
+    flows: { type: 'string', default: '100' },
+    subs: { type: 'string', default: '1000' },
   },
 });
+const EXISTING = Number(values.existing);
+const SUBS = Number(values.subs);
 const ROUNDS = Number(values.rounds);
 const FEED = Number(values.feed);
 const PG_URL = process.env.SLUICE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 const FLOWS = Array.from(
-  { length: 100 },
+  { length: Number(values.flows) },
   (_, i) => `flow-${String(i).padStart(4, '0')}-0000-0000-000000000000`,
 );
 const STREAMS = FLOWS.map((f) => [0, 1, 2].map((s) => `${f.slice(0, 30)}-s${s}`));
@@ -89,7 +102,7 @@ function click(at: number): NewClick {
     browser: a[2],
     language: preferredLanguage(`${['en', 'de', 'fr'][n % 3]}-${n % 7},en;q=0.8`),
     referrer_host: n % 4 === 0 ? null : referrerHost(`https://news${n % 97}.example.com/p/${n}`),
-    subs: n % 3 === 0 ? [`campaign-${n % 1000}`] : null,
+    subs: n % 3 === 0 ? [`campaign-${(n * 7919) % SUBS}`] : null,
     is_unique: n % 5 !== 0,
     is_bot: bot,
     cost: bot ? 0 : 0.012,
@@ -191,6 +204,10 @@ for (const backend of values.backends.split(',')) {
       server_id: 'bench-node',
       rows: Array.from({ length: n }, (_, i) => click(t + i)),
     });
+    for (let done = 0; done < EXISTING; done += 10_000) {
+      await storage.clicks.insertBatch(batchOf(Math.min(10_000, EXISTING - done)));
+    }
+    if (EXISTING > 0) console.log(`  ${backend.padEnd(11)} ${fmt(EXISTING)} clicks written first`);
     await storage.clicks.insertBatch(batchOf(1000));
     const times = new Map<number, number[]>([
       [1000, []],
