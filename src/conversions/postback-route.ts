@@ -1,4 +1,5 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { AuthLimiter } from '../auth/index.ts';
 import { ApiError } from '../errors/index.ts';
 import { toApiError } from '../http/index.ts';
 import {
@@ -15,6 +16,8 @@ export interface PostbackRouteOptions {
   pendingClick: (clickId: string) => ClickRecord | undefined;
   /** `postback.key_sha256`: when set, every postback must carry the key whose SHA-256 this is. */
   keySha256: string | undefined;
+  /** Wrong or missing keys count against the client address like failed ACP tokens. */
+  limiter?: AuthLimiter | undefined;
 }
 
 export interface PostbackAnswer {
@@ -41,8 +44,9 @@ function parseForm(body: string): Record<string, string | string[]> {
 /**
  * `GET|POST /postback` (§12): an affiliate network reports a conversion of a click. Parameters come
  * from the query string and from an urlencoded or JSON body; the same `(click_id, txid)` updates
- * one conversion. The key is judged before anything else (401), then the values (400), then the
- * click (404); each error is the contract's, with its one `api error` record.
+ * one conversion. The key is judged before anything else (401, or 429 for an address over the
+ * failed-authentication limit), then the values (400), then the click (404); each error is the
+ * contract's, with its one `api error` record.
  */
 export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteOptions): void {
   app.register((scope, _o, done) => {
@@ -59,8 +63,12 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
       if (api.code !== 'request.unsupported_media_type') throw api;
       throw new ApiError(api.code, POSTBACK_MEDIA_MESSAGE, { cause: err });
     });
-    const handler = async (request: { query: unknown; body?: unknown }): Promise<PostbackAnswer> => {
+    const handler = async (request: FastifyRequest): Promise<PostbackAnswer> => {
       if (!postbackKeyAccepted(opts.keySha256, postbackKey(request.query, request.body))) {
+        // Only a wrong or missing key is limited, after it is judged: a network sending the right
+        // one keeps converting whatever a guesser behind the same address does.
+        opts.limiter?.check(request.ip);
+        opts.limiter?.failed(request.ip);
         throw new ApiError('auth.unauthorized', 'The postback key is missing or wrong.');
       }
       const pb = parsePostback(request.query, request.body);

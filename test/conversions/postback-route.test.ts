@@ -151,7 +151,9 @@ describe('postbacks with a key', () => {
   const key = 'network-shared-secret';
   let t: TestNode;
   before(async () => {
-    t = await startTestNode({ yaml: `postback:\n  key_sha256: ${sha256Hex(key)}\n` });
+    t = await startTestNode({
+      yaml: `postback:\n  key_sha256: ${sha256Hex(key)}\nacp:\n  auth_rate_limit:\n    max_failures: 3\n`,
+    });
     await t.node.storage.clicks.insertBatch({
       id: newBatchId(),
       server_id: 'n1',
@@ -178,6 +180,40 @@ describe('postbacks with a key', () => {
       body: `click_id=keyed-1&txid=2&key=${key}`,
     });
     assert.equal(form.status, 200);
+    assert.ok(!t.logs.raw.includes(key));
+  });
+
+  test('wrong keys from one address are limited like failed ACP tokens (429 once over the limit); a right key never is', async () => {
+    // They were not limited at all: a guesser could try keys at line rate.
+    const from = async (ip: string, path: string, init: RequestInit = {}) => {
+      const res = await fetch(`${t.url}${path}`, {
+        ...init,
+        headers: { ...(init.headers as Record<string, string>), 'x-forwarded-for': ip },
+      });
+      return { res, body: (await res.json()) as Answer['body'] };
+    };
+    const guesser = '198.51.100.20';
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    for (const [path, init] of [
+      ['/postback?click_id=keyed-1', undefined],
+      ['/postback?click_id=keyed-1&key=guess-1', undefined],
+      ['/postback', { method: 'POST', headers: form, body: 'click_id=keyed-1&key=guess-2' }],
+    ] as const) {
+      const { res, body } = await from(guesser, path, init);
+      assert.equal(res.status, 401, path);
+      assert.equal(body.error?.code, 'auth.unauthorized');
+    }
+    for (const path of ['/postback?click_id=keyed-1&key=guess-3', '/postback?click_id=keyed-1']) {
+      const { res, body } = await from(guesser, path);
+      assert.equal(res.status, 429, path);
+      assert.equal(body.error?.code, 'rate.limited');
+      assert.ok(Number(res.headers.get('retry-after')) > 0, 'Retry-After');
+      assert.equal(t.logs.apiErrors(res.headers.get('x-request-id')!).length, 1, 'one api error record');
+    }
+    // The right key from the locked-out address, and a wrong one from another address.
+    const right = await from(guesser, `/postback?click_id=keyed-1&txid=limited&key=${key}`);
+    assert.equal(right.res.status, 200, JSON.stringify(right.body));
+    assert.equal((await from('198.51.100.21', '/postback?click_id=keyed-1&key=guess')).res.status, 401);
     assert.ok(!t.logs.raw.includes(key));
   });
 });
