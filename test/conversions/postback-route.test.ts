@@ -139,6 +139,67 @@ describe('postbacks (§12) on a node', () => {
     assert.equal(other.error.message, 'The request body must be application/json.');
   });
 
+  test('a form body or query string that is not UTF-8 is refused as a JSON body is, not stored as U+FFFD', async () => {
+    // Forms were decoded lossily (`txid=%FF` and `txid=%FE` both became U+FFFD, one conversion);
+    // the query string kept such an escape undecoded (`%FF` and `%25FF` both became "%FF").
+    const form = (body: string | Buffer) => ({
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body,
+    });
+    const bytes = (...parts: (string | number[])[]) =>
+      Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : Buffer.from(p))));
+    const body = 'The request body is not valid UTF-8.';
+    for (const [label, path, init, message] of [
+      ['a %-escape in a form', '/postback', form('click_id=stored-1&txid=bad%FF'), body],
+      ['an encoded surrogate in a form', '/postback', form('click_id=stored-1&txid=bad%ED%A0%80'), body],
+      ['a truncated sequence in a name', '/postback', form('click_id=stored-1&t%E2%82=1'), body],
+      ['a raw byte in a form', '/postback', form(bytes('click_id=stored-1&txid=bad', [0xff])), body],
+      [
+        'a raw byte in JSON',
+        '/postback',
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: bytes('{"click_id":"stored-1","txid":"bad', [0xff], '"}'),
+        },
+        body,
+      ],
+      [
+        'a %-escape in the query',
+        '/postback?click_id=stored-1&txid=bad%FF',
+        undefined,
+        'The query string is not valid UTF-8.',
+      ],
+      [
+        'a %-escape in the query of a POST',
+        '/postback?txid=bad%C0%80',
+        form('click_id=stored-1'),
+        'The query string is not valid UTF-8.',
+      ],
+    ] as const) {
+      const a = await call(t, path, init);
+      assert.equal(a.status, 400, label);
+      assert.equal(a.body.error?.code, 'validation.invalid_input', label);
+      assert.equal(a.body.error?.message, message, label);
+      assert.equal(t.logs.apiErrors(a.requestId).length, 1, label);
+    }
+    const txids = async () => (await t.node.storage.conversions.ofClick('stored-1')).map((c) => c.txid);
+    assert.ok(!(await txids()).some((x) => x?.startsWith('bad')), 'nothing stored');
+    // What is UTF-8 still converts, and a `%` that starts no escape stays as it is (as before).
+    const ok = await call(
+      t,
+      '/postback?click_id=stored-1&txid=q%25FF%zz',
+      form('txid=caf%C3%A9+%F0%9F%98%80%'),
+    );
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    const fromQuery = await call(t, '/postback?click_id=stored-1&txid=q%25FF%zz+x');
+    assert.equal(fromQuery.status, 200, JSON.stringify(fromQuery.body));
+    const stored = await txids();
+    assert.ok(stored.includes('café 😀%'), JSON.stringify(stored));
+    assert.ok(stored.includes('q%FF%zz x'), JSON.stringify(stored));
+  });
+
   test('each postback is counted like any route', () => {
     const entry = t.node.telemetry.systemMetrics().controllers['/postback']!;
     assert.ok(entry.count >= 8);
