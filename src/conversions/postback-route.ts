@@ -72,9 +72,10 @@ function parseForm(text: string, source: string): Record<string, string | string
 /**
  * `GET|POST /postback` (§12): an affiliate network reports a conversion of a click. Parameters come
  * from the query string and from an urlencoded or JSON body; the same `(click_id, txid)` updates
- * one conversion. The key is judged before anything else (401, or 429 for an address over the
- * failed-authentication limit), then the values (400), then the click (404); each error is the
- * contract's, with its one `api error` record.
+ * one conversion. Once the query string and the body are decoded (400 when they are not UTF-8),
+ * the key is judged before anything else (401, or 429 for an address over the failed-authentication
+ * limit), then the values (400), then the click (404); each error is the contract's, with its one
+ * `api error` record.
  */
 export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteOptions): void {
   app.register((scope, _o, done) => {
