@@ -386,6 +386,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       conversions: storage.conversions,
       pendingClick: (clickId) => clickLog.find(clickId),
       keySha256: config.postback.key_sha256,
+      limiter: authLimiter,
     });
 
     const { host: listenHost, port: listenPort } = config.app.server;

@@ -41,7 +41,8 @@ export function addressKey(address: string): string {
  * trusted proxy names). An address that failed `maxFailures` times in a window is refused with
  * 429 `rate.limited` — before its token is even looked at — until the window ends. Guessing tokens
  * (256 bits) is hopeless anyway; this keeps a guesser from costing the node database lookups and
- * log lines at line rate.
+ * log lines at line rate. `/postback` shares the count but judges its key first (`check` and
+ * `failed` on a wrong one only), so a right key is never refused.
  */
 export class AuthLimiter {
   readonly #o: AuthLimiterOptions;

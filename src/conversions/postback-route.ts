@@ -1,4 +1,5 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { AuthLimiter } from '../auth/index.ts';
 import { ApiError } from '../errors/index.ts';
 import { toApiError } from '../http/index.ts';
 import {
@@ -15,6 +16,8 @@ export interface PostbackRouteOptions {
   pendingClick: (clickId: string) => ClickRecord | undefined;
   /** `postback.key_sha256`: when set, every postback must carry the key whose SHA-256 this is. */
   keySha256: string | undefined;
+  /** Wrong or missing keys count against the client address like failed ACP tokens. */
+  limiter?: AuthLimiter | undefined;
 }
 
 export interface PostbackAnswer {
@@ -28,10 +31,38 @@ export interface PostbackAnswer {
 const POSTBACK_MEDIA_MESSAGE =
   'The request body must be application/json or application/x-www-form-urlencoded.';
 
-/** A form body as an object of strings (a repeated key keeps every value; the parser takes the first). */
-function parseForm(body: string): Record<string, string | string[]> {
+/** Form bodies are UTF-8, as JSON bodies are (src/http/server.ts): bad bytes are refused, not stored as U+FFFD. */
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+const BODY = 'The request body';
+const notUtf8 = (source: string, cause: unknown) =>
+  new ApiError('validation.invalid_input', `${source} is not valid UTF-8.`, { cause });
+
+/** A `%` that starts no escape: a form keeps it as it is (WHATWG), decodeURIComponent would throw. */
+const LONE_PERCENT = /%(?![0-9A-Fa-f]{2})/g;
+/** One name or value of a form, `+` as a space; throws a URIError when its bytes are not UTF-8. */
+const decodeComponent = (part: string) =>
+  decodeURIComponent(part.replaceAll('+', ' ').replace(LONE_PERCENT, '%25'));
+
+/**
+ * An `application/x-www-form-urlencoded` string (a form body, a query string) as an object of
+ * strings (a repeated key keeps every value; the parser takes the first). Split and decoded as
+ * URLSearchParams does, but a `%`-escape that decodes to bytes that are not UTF-8 is refused
+ * rather than turned into U+FFFD: `txid=%FF` and `txid=%FE` would otherwise be one conversion.
+ * `source` names the input in the refusal.
+ */
+function parseForm(text: string, source: string): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = Object.create(null);
-  for (const [k, v] of new URLSearchParams(body)) {
+  for (const pair of text.split('&')) {
+    if (pair === '') continue;
+    const eq = pair.indexOf('=');
+    let k: string;
+    let v: string;
+    try {
+      k = decodeComponent(eq === -1 ? pair : pair.slice(0, eq));
+      v = eq === -1 ? '' : decodeComponent(pair.slice(eq + 1));
+    } catch (err) {
+      throw notUtf8(source, err);
+    }
     const prev = out[k];
     out[k] = prev === undefined ? v : [prev, v].flat();
   }
@@ -41,16 +72,27 @@ function parseForm(body: string): Record<string, string | string[]> {
 /**
  * `GET|POST /postback` (§12): an affiliate network reports a conversion of a click. Parameters come
  * from the query string and from an urlencoded or JSON body; the same `(click_id, txid)` updates
- * one conversion. The key is judged before anything else (401), then the values (400), then the
- * click (404); each error is the contract's, with its one `api error` record.
+ * one conversion. Once the query string and the body are decoded (400 when they are not UTF-8),
+ * the key is judged before anything else (401, or 429 for an address over the failed-authentication
+ * limit), then the values (400), then the click (404); each error is the contract's, with its one
+ * `api error` record.
  */
 export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteOptions): void {
   app.register((scope, _o, done) => {
     // Networks post forms as often as JSON; only this route takes them.
     scope.addContentTypeParser(
       'application/x-www-form-urlencoded',
-      { parseAs: 'string' },
-      (_request, body, parsed) => parsed(null, parseForm(body as string)),
+      { parseAs: 'buffer' },
+      (_request, raw, parsed) => {
+        let form: Record<string, string | string[]>;
+        try {
+          form = parseForm(utf8.decode(raw as Buffer), BODY);
+        } catch (err) {
+          parsed(err instanceof ApiError ? err : notUtf8(BODY, err), undefined);
+          return;
+        }
+        parsed(null, form);
+      },
     );
     // The registry's 415 message names JSON alone, which is all the other routes take; here it
     // names both. A thrown error goes on to the server's handler, which answers and records it.
@@ -59,11 +101,19 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
       if (api.code !== 'request.unsupported_media_type') throw api;
       throw new ApiError(api.code, POSTBACK_MEDIA_MESSAGE, { cause: err });
     });
-    const handler = async (request: { query: unknown; body?: unknown }): Promise<PostbackAnswer> => {
-      if (!postbackKeyAccepted(opts.keySha256, postbackKey(request.query, request.body))) {
+    const handler = async (request: FastifyRequest): Promise<PostbackAnswer> => {
+      // Read here rather than taken from fastify's parser, which keeps an escape that is not
+      // UTF-8 undecoded (`%FF` and `%25FF` both give "%FF"): the same rules as a form body.
+      const q = request.url.indexOf('?');
+      const query = q === -1 ? {} : parseForm(request.url.slice(q + 1), 'The query string');
+      if (!postbackKeyAccepted(opts.keySha256, postbackKey(query, request.body))) {
+        // Only a wrong or missing key is limited, after it is judged: a network sending the right
+        // one keeps converting whatever a guesser behind the same address does.
+        opts.limiter?.check(request.ip);
+        opts.limiter?.failed(request.ip);
         throw new ApiError('auth.unauthorized', 'The postback key is missing or wrong.');
       }
-      const pb = parsePostback(request.query, request.body);
+      const pb = parsePostback(query, request.body);
       const applied = await opts.conversions.upsert(
         {
           click_id: pb.click_id,

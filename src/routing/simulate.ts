@@ -57,12 +57,13 @@ export interface Simulation {
   /** `http` status, or the page a `meta_refresh` / `js` stream answers with (200). */
   status: number;
   redirect_mode: RoutableStream['mode'] | null;
-  /** What the click was taken to be: the facts the rules looked at. */
+  /** What the click was taken to be: the facts the rules looked at, as the click log would store them. */
   click: {
     country: string | null;
     device_type: string;
-    os: string | null;
-    browser: string | null;
+    /** '' when the user agent names none, as in the click log (its columns are NOT NULL). */
+    os: string;
+    browser: string;
     language: string | null;
     referrer_host: string | null;
     is_bot: boolean;
@@ -112,8 +113,8 @@ export async function simulate(deps: SimulatorDeps, input: SimulateInput): Promi
   const click = {
     country: country ?? null,
     device_type: facts.device_type,
-    os: facts.os,
-    browser: facts.browser,
+    os: facts.os ?? '',
+    browser: facts.browser ?? '',
     language: facts.language,
     referrer_host: facts.referrer_host,
     is_bot: facts.is_bot,

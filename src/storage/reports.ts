@@ -24,7 +24,10 @@ export interface ReportFilter {
   stream_id?: string | undefined;
   country?: string | undefined;
   is_bot?: boolean | undefined;
-  /** Only money in this currency: flows whose `currency` it is, conversions paid in it. */
+  /**
+   * Only money in this currency: clicks of flows whose `currency` it is, conversions paid in it. A
+   * deleted flow's currency went with it: its clicks are kept (see {@link SqlReports.currencies}).
+   */
   currency?: string | undefined;
 }
 
@@ -120,7 +123,11 @@ export class SqlReports implements ReportStore {
       }
     }
     if (f.currency !== undefined) {
-      if (table !== 'conversions') parts.push('flow_id IN (SELECT id FROM traffic_flows WHERE currency = ?)');
+      // A click's currency is its flow's. A deleted flow has none to read, and `currencies` lets
+      // its clicks join a report in any currency: so does this, or the flow's conversions (which
+      // carry their own) would stay in the report without the clicks they came from.
+      if (table !== 'conversions')
+        parts.push('flow_id NOT IN (SELECT id FROM traffic_flows WHERE currency <> ?)');
       else parts.push('currency = ?');
       params.push(f.currency);
     }
@@ -195,8 +202,12 @@ export class SqlReports implements ReportStore {
     return total;
   }
 
+  /**
+   * The currencies of the selection's money. Clicks' money is their flow's currency, read off
+   * whichever source the report sums; a deleted flow's clicks have none left to read, so they make
+   * no report mix currencies and are kept in one narrowed to any currency.
+   */
   async currencies(spec: ReportSpec): Promise<string[]> {
-    // Clicks' money is their flow's currency: read off whichever source the report sums.
     const table = spec.source === 'rollups' ? 'report_hours' : 'clicks';
     const cw = this.#where(spec, table);
     const vw = this.#where(spec, 'conversions');

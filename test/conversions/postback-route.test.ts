@@ -139,6 +139,67 @@ describe('postbacks (§12) on a node', () => {
     assert.equal(other.error.message, 'The request body must be application/json.');
   });
 
+  test('a form body or query string that is not UTF-8 is refused as a JSON body is, not stored as U+FFFD', async () => {
+    // Forms were decoded lossily (`txid=%FF` and `txid=%FE` both became U+FFFD, one conversion);
+    // the query string kept such an escape undecoded (`%FF` and `%25FF` both became "%FF").
+    const form = (body: string | Buffer) => ({
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body,
+    });
+    const bytes = (...parts: (string | number[])[]) =>
+      Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : Buffer.from(p))));
+    const body = 'The request body is not valid UTF-8.';
+    for (const [label, path, init, message] of [
+      ['a %-escape in a form', '/postback', form('click_id=stored-1&txid=bad%FF'), body],
+      ['an encoded surrogate in a form', '/postback', form('click_id=stored-1&txid=bad%ED%A0%80'), body],
+      ['a truncated sequence in a name', '/postback', form('click_id=stored-1&t%E2%82=1'), body],
+      ['a raw byte in a form', '/postback', form(bytes('click_id=stored-1&txid=bad', [0xff])), body],
+      [
+        'a raw byte in JSON',
+        '/postback',
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: bytes('{"click_id":"stored-1","txid":"bad', [0xff], '"}'),
+        },
+        body,
+      ],
+      [
+        'a %-escape in the query',
+        '/postback?click_id=stored-1&txid=bad%FF',
+        undefined,
+        'The query string is not valid UTF-8.',
+      ],
+      [
+        'a %-escape in the query of a POST',
+        '/postback?txid=bad%C0%80',
+        form('click_id=stored-1'),
+        'The query string is not valid UTF-8.',
+      ],
+    ] as const) {
+      const a = await call(t, path, init);
+      assert.equal(a.status, 400, label);
+      assert.equal(a.body.error?.code, 'validation.invalid_input', label);
+      assert.equal(a.body.error?.message, message, label);
+      assert.equal(t.logs.apiErrors(a.requestId).length, 1, label);
+    }
+    const txids = async () => (await t.node.storage.conversions.ofClick('stored-1')).map((c) => c.txid);
+    assert.ok(!(await txids()).some((x) => x?.startsWith('bad')), 'nothing stored');
+    // What is UTF-8 still converts, and a `%` that starts no escape stays as it is (as before).
+    const ok = await call(
+      t,
+      '/postback?click_id=stored-1&txid=q%25FF%zz',
+      form('txid=caf%C3%A9+%F0%9F%98%80%'),
+    );
+    assert.equal(ok.status, 200, JSON.stringify(ok.body));
+    const fromQuery = await call(t, '/postback?click_id=stored-1&txid=q%25FF%zz+x');
+    assert.equal(fromQuery.status, 200, JSON.stringify(fromQuery.body));
+    const stored = await txids();
+    assert.ok(stored.includes('café 😀%'), JSON.stringify(stored));
+    assert.ok(stored.includes('q%FF%zz x'), JSON.stringify(stored));
+  });
+
   test('each postback is counted like any route', () => {
     const entry = t.node.telemetry.systemMetrics().controllers['/postback']!;
     assert.ok(entry.count >= 8);
@@ -151,7 +212,9 @@ describe('postbacks with a key', () => {
   const key = 'network-shared-secret';
   let t: TestNode;
   before(async () => {
-    t = await startTestNode({ yaml: `postback:\n  key_sha256: ${sha256Hex(key)}\n` });
+    t = await startTestNode({
+      yaml: `postback:\n  key_sha256: ${sha256Hex(key)}\nacp:\n  auth_rate_limit:\n    max_failures: 3\n`,
+    });
     await t.node.storage.clicks.insertBatch({
       id: newBatchId(),
       server_id: 'n1',
@@ -178,6 +241,40 @@ describe('postbacks with a key', () => {
       body: `click_id=keyed-1&txid=2&key=${key}`,
     });
     assert.equal(form.status, 200);
+    assert.ok(!t.logs.raw.includes(key));
+  });
+
+  test('wrong keys from one address are limited like failed ACP tokens (429 once over the limit); a right key never is', async () => {
+    // They were not limited at all: a guesser could try keys at line rate.
+    const from = async (ip: string, path: string, init: RequestInit = {}) => {
+      const res = await fetch(`${t.url}${path}`, {
+        ...init,
+        headers: { ...(init.headers as Record<string, string>), 'x-forwarded-for': ip },
+      });
+      return { res, body: (await res.json()) as Answer['body'] };
+    };
+    const guesser = '198.51.100.20';
+    const form = { 'content-type': 'application/x-www-form-urlencoded' };
+    for (const [path, init] of [
+      ['/postback?click_id=keyed-1', undefined],
+      ['/postback?click_id=keyed-1&key=guess-1', undefined],
+      ['/postback', { method: 'POST', headers: form, body: 'click_id=keyed-1&key=guess-2' }],
+    ] as const) {
+      const { res, body } = await from(guesser, path, init);
+      assert.equal(res.status, 401, path);
+      assert.equal(body.error?.code, 'auth.unauthorized');
+    }
+    for (const path of ['/postback?click_id=keyed-1&key=guess-3', '/postback?click_id=keyed-1']) {
+      const { res, body } = await from(guesser, path);
+      assert.equal(res.status, 429, path);
+      assert.equal(body.error?.code, 'rate.limited');
+      assert.ok(Number(res.headers.get('retry-after')) > 0, 'Retry-After');
+      assert.equal(t.logs.apiErrors(res.headers.get('x-request-id')!).length, 1, 'one api error record');
+    }
+    // The right key from the locked-out address, and a wrong one from another address.
+    const right = await from(guesser, `/postback?click_id=keyed-1&txid=limited&key=${key}`);
+    assert.equal(right.res.status, 200, JSON.stringify(right.body));
+    assert.equal((await from('198.51.100.21', '/postback?click_id=keyed-1&key=guess')).res.status, 401);
     assert.ok(!t.logs.raw.includes(key));
   });
 });

@@ -329,6 +329,46 @@ describe('hostile input', () => {
     );
   });
 
+  test('Expect: 100-continue with a body over the limit gets its 413 without 100 Continue; at the limit, 100 Continue', async () => {
+    // Node sent 100 Continue first, asking for the body it was about to refuse.
+    const before = errorsOf('/acp/system/metrics');
+    const x = await exchange(
+      port,
+      `POST /acp/system/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nX-Request-Id: expect-large-1\r\nContent-Type: application/json\r\nContent-Length: 65537\r\nExpect: 100-continue\r\n\r\n`,
+    );
+    assert.deepEqual(
+      x.answers.map((a) => a.status),
+      [413],
+    );
+    assert.equal(x.answers[0]!.headers['x-request-id'], 'expect-large-1', 'the client id is honoured');
+    assert.equal((JSON.parse(x.answers[0]!.body) as Answer['body']).error?.code, 'request.too_large');
+    assertContract('Expect: 100-continue over the limit', x.answers);
+    assert.equal(t.logs.apiErrors('expect-large-1').length, 1, 'one api error record');
+    assert.equal(errorsOf('/acp/system/metrics') - before, 1, 'counted once, under its route');
+    assert.ok(x.closedByNode, 'the node closes the connection after the 413');
+
+    // A body of exactly the limit is asked for and read (a form the postback reads, for a click
+    // that does not exist).
+    const body = `click_id=expect-nope&pad=${'x'.repeat(65536 - 'click_id=expect-nope&pad='.length)}`;
+    const socket = connect(port, '127.0.0.1');
+    let out = '';
+    socket.on('data', (d) => {
+      out += d.toString('latin1');
+    });
+    const closed = new Promise<void>((r) => socket.on('close', () => r()));
+    socket.write(
+      `POST /postback HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+    );
+    await until('100 Continue', () => out.includes('\r\n\r\n'), 5000);
+    assert.match(out, /^HTTP\/1\.1 100 Continue\r\n\r\n$/);
+    socket.write(body);
+    await closed;
+    assert.deepEqual(
+      parseAnswers(out).map((a) => a.status),
+      [100, 404],
+    );
+  });
+
   test('a bad chunk size after the headers gets a 400 answer with ids', async () => {
     const before = errorsOf('/acp/system/metrics');
     const x = await exchange(

@@ -294,5 +294,40 @@ for (const backend of BACKENDS) {
       );
       assert.equal(onlyEur.currency, 'EUR');
     });
+
+    it("filter.currency keeps a deleted flow's clicks with its conversions, from both sources", async () => {
+      // Its clicks were dropped (no flow row to read the currency from) while its conversions,
+      // which carry their own, stayed: a row with revenue and no clicks, cr and epc null.
+      const gone = await call<FlowRecord>('/acp/traffic-flows/create', {
+        slug: 'rep-gone',
+        name: 'gone',
+        cost_per_click: 0.5,
+        currency: 'EUR',
+      });
+      await call('/acp/streams/create', {
+        flow_id: gone.id,
+        name: 'x',
+        type: 'default',
+        target_url: 'https://x.test/',
+      });
+      const sold = await click('rep-gone', { country: 'DE', ua: CHROME, ip: '203.0.113.60' });
+      await click('rep-gone', { country: 'DE', ua: CHROME, ip: '203.0.113.61' });
+      await postback(`click_id=${sold}&status=sale&payout=4&currency=EUR`);
+      await t.node.clickLog.persist();
+      await call('/acp/traffic-flows/delete', { id: gone.id });
+      for (const source of ['rollups', 'clicks'] as const) {
+        const narrowed = await report({ group_by: ['flow'], filter: { currency: 'EUR' }, source });
+        const row = narrowed.rows.find((r) => r.flow_id === gone.id)!;
+        assert.deepEqual(
+          [row.flow_slug, row.clicks, row.conversions, row.revenue, row.cost, row.cr, row.epc],
+          [null, 2, 1, 4, 1, 0.5, 2],
+          source,
+        );
+        // Narrowing to the one currency the flow's money is in changes nothing.
+        const own = await report({ filter: { flow_id: gone.id }, source });
+        const ownEur = await report({ filter: { flow_id: gone.id, currency: 'EUR' }, source });
+        assert.deepEqual(ownEur.totals, own.totals, source);
+      }
+    });
   });
 }

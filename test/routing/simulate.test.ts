@@ -161,5 +161,27 @@ for (const backend of BACKENDS) {
       const anonymous = await t.acp('/acp/routing/simulate', undefined, { slug: 'sim' });
       assert.equal(anonymous.status, 401);
     });
+
+    it('a user agent that names no OS or browser shows them as the click log stores them', async () => {
+      // The simulator said null where the click log stores '' (its os and browser are NOT NULL).
+      for (const [ua, label] of [
+        ['Mozilla/5.0', 'names neither'],
+        [undefined, 'no user agent'],
+      ] as const) {
+        const r = await sim({ country: 'DE', ...(ua === undefined ? {} : { user_agent: ua }) });
+        assert.equal(r.click.os, '', label);
+        assert.equal(r.click.browser, '', label);
+      }
+      const res = await fetch(`${t.url}/go/sim`, {
+        redirect: 'manual',
+        headers: { 'user-agent': 'Mozilla/5.0', 'cf-ipcountry': 'DE' },
+      });
+      await res.arrayBuffer();
+      const clickId = res.headers.get('x-click-id')!;
+      await t.node.clickLog.persist();
+      const stored = (await t.node.storage.clicks.get(clickId))!;
+      const r = await sim({ country: 'DE', user_agent: 'Mozilla/5.0' });
+      assert.deepEqual([r.click.os, r.click.browser], [stored.os, stored.browser]);
+    });
   });
 }
