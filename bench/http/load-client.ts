@@ -16,6 +16,7 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
     url: single ? `${spec.origin}${paths[0]}` : spec.origin,
     headers: ua,
     connections: spec.connections,
+    ...(spec.rate === undefined ? {} : { overallRate: spec.rate }),
     pipelining: 1,
     // autocannon notices the end (time up, or the amount answered) only at its sampling tick,
     // 1 s by default: an idle second at the end of every short load.

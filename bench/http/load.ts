@@ -18,8 +18,13 @@ import type { RequestMix, SluiceScenario } from './scenarios.ts';
 /** How much load: for so many seconds, or exactly so many requests (autocannon only). */
 export type LoadLength = { seconds: number; amount?: undefined } | { amount: number; seconds?: undefined };
 
-/** A load to put on some server. */
-export type Load = { mix: RequestMix; connections: number } & LoadLength;
+/**
+ * A load to put on some server. `rate`: requests a second offered in all (each connection waits
+ * `connections / rate` between an answer and its next request), so that servers of different
+ * speeds are compared at the same load rather than each at its own saturation (see
+ * docs/PERFORMANCE.md: on loopback a saturated server's writes also pay for waking the client).
+ */
+export type Load = { mix: RequestMix; connections: number; rate?: number | undefined } & LoadLength;
 
 export type LoadSpec = { origin: string } & Load;
 
@@ -357,6 +362,12 @@ function request() return reqs[math.random(#reqs)] end
 end
 `,
       );
+      if (spec.rate !== undefined)
+        writeFileSync(
+          script,
+          `function delay() return ${Math.max(1, Math.round((spec.connections * 1000) / spec.rate))} end\n`,
+          { flag: 'a' },
+        );
       const seconds = Math.max(1, Math.round(spec.seconds));
       const args = [
         '-t1',
@@ -449,6 +460,8 @@ export interface RoundOptions {
   window: LoadLength;
   warmup?: LoadLength;
   connections: number;
+  /** Requests a second offered to each server (see {@link Load}); absent: as fast as it answers. */
+  rate?: number | undefined;
   /**
    * The entry every other one is compared with. When given, it is measured right next to each of
    * them in every round (before in one round, after in the next), and each measurement is paired
@@ -476,6 +489,7 @@ export async function interleave(entries: Entry[], client: LoadClient, opts: Rou
   const spec = (e: Entry, length: LoadLength): Load => ({
     mix: e.mix,
     connections: opts.connections,
+    rate: opts.rate,
     ...length,
   });
   const { base } = opts;

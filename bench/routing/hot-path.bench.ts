@@ -7,7 +7,12 @@
  * it, and the ratios are medians of those pairs.
  *
  *   node bench/routing/hot-path.bench.ts [--rounds 5] [--seconds 1] [--warmup 1] [--connections 50]
- *        [--client auto|wrk|autocannon] [--only light,mixed] [--old DIR]
+ *        [--client auto|wrk|autocannon] [--only light,mixed] [--old DIR] [--rate N]
+ *
+ * `--rate N` offers every server the same N requests a second instead of all it can take: CPU per
+ * request at equal load. At saturation a slower server's figure also carries the cost of waking the
+ * idle load generator on every answer (loopback runs the client's receive path in the server's
+ * write), which a server answering remote clients does not pay; docs/PERFORMANCE.md has the figures.
  *
  * `--client auto` (the default) uses wrk when installed (Debian: `apt-get install -y wrk`): it
  * spends a fraction of autocannon's CPU per request, so more of the two cores is left to the
@@ -43,6 +48,7 @@ const { values } = parseArgs({
     client: { type: 'string', default: 'auto' },
     only: { type: 'string' },
     old: { type: 'string' },
+    rate: { type: 'string' },
   },
 });
 
@@ -85,11 +91,12 @@ const opts = {
   window: { seconds: Number(values.seconds) },
   warmup: { seconds: Number(values.warmup) },
   connections: Number(values.connections),
+  rate: values.rate === undefined ? undefined : Number(values.rate),
 };
 const client = await loadClient(values.client);
 console.log(`machine: ${machine()}`);
 console.log(
-  `load: ${client.name}, ${opts.connections} connections, warm-up ${values.warmup} s each, ` +
+  `load: ${client.name}, ${opts.connections} connections${opts.rate === undefined ? '' : ` offering ${opts.rate} req/s`}, warm-up ${values.warmup} s each, ` +
     `${opts.rounds} interleaved rounds × ${values.seconds} s`,
 );
 

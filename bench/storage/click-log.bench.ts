@@ -18,7 +18,8 @@
  * hides that; `--existing 2000000 --flows 1000` is a day of a mid-sized node. `--flows` sets the
  * flows the clicks spread over (three streams each), `--subs` the distinct sub1 values.
  *
- * `sqlite-node` is SQLite as a node opens it: the write-ahead log checkpointed on its own thread.
+ * `sqlite-node` is SQLite as a node opens it: the write-ahead log checkpointed on its own thread,
+ * the page cache of `storage.sqlite.cache_mb`; `sqlite` is SQLite's own defaults.
  *
  * Clicks look like real ones: a fresh id per click; country, language, referrer host and IP prefix
  * read from per-request header strings by the hot path's own functions (which share repeating
@@ -39,6 +40,7 @@ import {
   preferredLanguage,
   referrerHost,
 } from '../../src/clicks/index.ts';
+import { loadConfig } from '../../src/config/index.ts';
 import { normalizeCountry } from '../../src/http/index.ts';
 import {
   type NewClick,
@@ -62,6 +64,8 @@ const { values } = parseArgs({
 const EXISTING = Number(values.existing);
 const SUBS = Number(values.subs);
 const ROUNDS = Number(values.rounds);
+/** The shipped defaults, as a node started with no settings of its own would run. */
+const NODE_CONFIG = loadConfig({ configDir: 'config', mode: 'production', env: {} }).config;
 const FEED = Number(values.feed);
 const PG_URL = process.env.SLUICE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
@@ -121,6 +125,7 @@ async function open(backend: string): Promise<Opened> {
     // sqlite-node: as a node opens it, its write-ahead log checkpointed on a thread of its own.
     const storage = openSqlite(join(dir, 'bench.db'), systemClock, {
       checkpointThread: backend === 'sqlite-node',
+      ...(backend === 'sqlite-node' ? { cacheMb: NODE_CONFIG.storage.sqlite.cache_mb } : {}),
     });
     await storage.migrate();
     return {

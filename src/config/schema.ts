@@ -104,7 +104,15 @@ export const ConfigSchema = Type.Object(
     storage: Type.Object(
       {
         driver: Type.Union([Type.Literal('sqlite'), Type.Literal('postgres')], { default: 'sqlite' }),
-        sqlite: Type.Object({ path: Type.String({ minLength: 1, default: './data/sluice.db' }) }, strict),
+        sqlite: Type.Object(
+          {
+            path: Type.String({ minLength: 1, default: './data/sluice.db' }),
+            // The node's connection keeps this much of the file's pages in memory (SQLite's own
+            // default is 2 MB): the click log's indexes take each batch at many places at once.
+            cache_mb: Type.Integer({ minimum: 1, maximum: 65_536, default: 64 }),
+          },
+          strict,
+        ),
         postgres: Type.Object(
           {
             url: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', secret: true })),

@@ -335,9 +335,18 @@ export class SqlClicks implements ClickStore {
 
   async list(q: LogPageQuery<ClickFilter>): Promise<LogPage<ClickRecord>> {
     const f = q.filter;
+    // No index leads with stream_id (migration 15): a stream's clicks are among its flow's, so the
+    // list walks clicks_flow when the stream still exists (a deleted one's are found by time).
+    let flowId = f.flow_id;
+    if (flowId === undefined && f.stream_id !== undefined) {
+      const [stream] = await this.#x.all<{ flow_id: string }>('SELECT flow_id FROM streams WHERE id = ?', [
+        f.stream_id,
+      ]);
+      flowId = stream?.flow_id;
+    }
     const { where, params } = logWhere(
       {
-        flow_id: f.flow_id,
+        flow_id: flowId,
         stream_id: f.stream_id,
         outcome: f.outcome,
         country: f.country,

@@ -66,5 +66,8 @@ export function openStorage(
     });
   }
   const path = config.storage.sqlite.path;
-  return openSqlite(path === ':memory:' ? path : resolve(cwd, path), clock, { checkpointThread: node });
+  return openSqlite(path === ':memory:' ? path : resolve(cwd, path), clock, {
+    checkpointThread: node,
+    cacheMb: config.storage.sqlite.cache_mb,
+  });
 }

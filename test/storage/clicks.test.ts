@@ -239,6 +239,93 @@ for (const backend of BACKENDS) {
       }
     });
 
+    it('the list by stream alone finds a stream’s clicks through its flow, and a deleted stream’s by time', async () => {
+      const flow = await storage.flows.create({
+        slug: 'by-stream',
+        name: 'f',
+        status: 'active',
+        rotation: 'position',
+      });
+      const other = await storage.flows.create({
+        slug: 'by-stream-2',
+        name: 'g',
+        status: 'active',
+        rotation: 'position',
+      });
+      const stream = (flow_id: string, name: string) =>
+        storage.streams.create({
+          flow_id,
+          name,
+          type: 'regular',
+          position: 0,
+          weight: 100,
+          status: 'active',
+          filters: {},
+          target_url: 'https://example.com/',
+          redirect_code: 302,
+        });
+      const [s1, s2, s3] = [
+        await stream(flow.id, 'a'),
+        await stream(flow.id, 'b'),
+        await stream(other.id, 'c'),
+      ];
+      const streams = [s1.id, s2.id, s3.id, null];
+      const rows = Array.from({ length: 40 }, (_, i) =>
+        newClick({
+          click_id: `bys-${String(i).padStart(3, '0')}`,
+          flow_id: i % 4 === 2 ? other.id : flow.id,
+          stream_id: streams[i % 4]!,
+          at: T0 + 500_000 + i * 1000,
+        }),
+      );
+      await storage.clicks.insertBatch({ id: newBatchId(), server_id: null, rows });
+      const expect = (id: string) =>
+        rows
+          .filter((r) => r.stream_id === id)
+          .map((r) => r.click_id)
+          .reverse();
+      for (const limit of [3, 50]) {
+        const got = await allPages(storage, { stream_id: s1.id }, limit);
+        assert.deepEqual(
+          got.items.map((c) => c.click_id),
+          expect(s1.id),
+        );
+        assert.equal(got.total, 10);
+      }
+      // Asked with another flow, nothing: the stream's flow does not widen an explicit flow filter.
+      assert.equal(
+        (await storage.clicks.list({ filter: { stream_id: s1.id, flow_id: other.id }, limit: 5 })).total,
+        0,
+      );
+      // A stream deleted since: its clicks are still listed.
+      await storage.streams.delete(s2.id);
+      assert.deepEqual(
+        (await allPages(storage, { stream_id: s2.id }, 4)).items.map((c) => c.click_id),
+        expect(s2.id),
+      );
+    });
+
+    it('no index of the click log leads with stream_id (migration 15: each would cost every click a page at scale)', async () => {
+      const names =
+        backend.name === 'sqlite'
+          ? await sql.all<{ name: string }>(
+              `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'clicks'`,
+            )
+          : await sql.all<{ name: string }>(
+              `SELECT indexname AS name FROM pg_indexes WHERE tablename = 'clicks' AND schemaname = current_schema()`,
+            );
+      const got = names.map((r) => r.name).filter((n) => !n.includes('autoindex') && !n.endsWith('_pkey'));
+      assert.deepEqual(got.sort(), ['clicks_created', 'clicks_flow', 'clicks_sub1']);
+      if (backend.name === 'sqlite') {
+        const plan = await sql.all<{ detail: string }>(
+          `EXPLAIN QUERY PLAN SELECT click_id FROM clicks WHERE flow_id = ? AND stream_id = ?
+           ORDER BY created_at DESC, click_id DESC LIMIT 5`,
+          ['a-flow', 'a-stream'],
+        );
+        assert.match(plan.map((p) => p.detail).join('; '), /USING INDEX clicks_flow/);
+      }
+    });
+
     it('the total is counted up to the cap and says when there are more', async () => {
       const rows = Array.from({ length: LOG_TOTAL_CAP + 5 }, (_, i) =>
         newClick({ flow_id: 'cap', at: T0 + i }),
