@@ -660,4 +660,14 @@ export const MIGRATIONS: readonly Migration[] = [
     sqlite: `DROP INDEX IF EXISTS clicks_stream;`,
     postgres: `DROP INDEX IF EXISTS clicks_stream;`,
   },
+  {
+    version: 16,
+    name: 'the currency of deleted flows',
+    // A click's money is in its flow's currency, read from the flow's row; a deleted flow's clicks
+    // and rollups stay (retention), so its currency is kept here when it goes, for reports'
+    // `filter.currency` and their check that money is in one currency. Flows deleted before this
+    // version are not known: their clicks are in no currency-narrowed report.
+    sqlite: `CREATE TABLE deleted_flows (id TEXT PRIMARY KEY, currency TEXT NOT NULL);`,
+    postgres: `CREATE TABLE deleted_flows (id TEXT COLLATE "C" PRIMARY KEY, currency TEXT NOT NULL);`,
+  },
 ];

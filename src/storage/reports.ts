@@ -25,8 +25,8 @@ export interface ReportFilter {
   country?: string | undefined;
   is_bot?: boolean | undefined;
   /**
-   * Only money in this currency: clicks of flows whose `currency` it is, conversions paid in it. A
-   * deleted flow's currency went with it: its clicks are kept (see {@link SqlReports.currencies}).
+   * Only money in this currency: clicks of flows whose `currency` it is (a deleted flow's is kept
+   * in `deleted_flows`), conversions paid in it.
    */
   currency?: string | undefined;
 }
@@ -79,6 +79,10 @@ export interface ReportStore {
  * range's index, summed by the database; the report engine (src/reports) turns buckets into days
  * and hours of the report's time zone and adds the formulas.
  */
+/** Every flow's currency, the deleted ones' included: the currency of a click's money. */
+const FLOW_CURRENCIES =
+  '(SELECT id, currency FROM traffic_flows UNION ALL SELECT id, currency FROM deleted_flows)';
+
 export class SqlReports implements ReportStore {
   readonly #x: SqlExecutor;
   /** Where the scans run: a reader thread on SQLite (they would hold the event loop), else `x`. */
@@ -123,12 +127,10 @@ export class SqlReports implements ReportStore {
       }
     }
     if (f.currency !== undefined) {
-      // A click's currency is its flow's. A deleted flow has none to read, and `currencies` lets
-      // its clicks join a report in any currency: so does this, or the flow's conversions (which
-      // carry their own) would stay in the report without the clicks they came from.
-      if (table !== 'conversions')
-        parts.push('flow_id NOT IN (SELECT id FROM traffic_flows WHERE currency <> ?)');
-      else parts.push('currency = ?');
+      // A click's currency is its flow's, deleted or not (FLOW_CURRENCIES).
+      if (table !== 'conversions') {
+        parts.push(`flow_id IN (SELECT id FROM ${FLOW_CURRENCIES} AS fc WHERE currency = ?)`);
+      } else parts.push('currency = ?');
       params.push(f.currency);
     }
     return { sql: parts.join(' AND '), params };
@@ -203,16 +205,15 @@ export class SqlReports implements ReportStore {
   }
 
   /**
-   * The currencies of the selection's money. Clicks' money is their flow's currency, read off
-   * whichever source the report sums; a deleted flow's clicks have none left to read, so they make
-   * no report mix currencies and are kept in one narrowed to any currency.
+   * The currencies of the selection's money. Clicks' money is their flow's currency (a deleted
+   * flow's from `deleted_flows`), read off whichever source the report sums.
    */
   async currencies(spec: ReportSpec): Promise<string[]> {
     const table = spec.source === 'rollups' ? 'report_hours' : 'clicks';
     const cw = this.#where(spec, table);
     const vw = this.#where(spec, 'conversions');
     const rows = await this.#read.all(
-      `SELECT currency FROM traffic_flows
+      `SELECT currency FROM ${FLOW_CURRENCIES} AS f
          WHERE id IN (SELECT DISTINCT flow_id FROM ${table} WHERE ${cw.sql} AND cost_micros > 0)
        UNION
        SELECT DISTINCT currency FROM conversions WHERE ${vw.sql} AND status <> 'rejected' AND payout_micros > 0`,

@@ -223,6 +223,11 @@ export class SqlFlows implements FlowStore {
       // Explicit, so it holds even where foreign keys are not enforced.
       await tx.run('DELETE FROM streams WHERE flow_id = ?', [id]);
       await tx.run('DELETE FROM traffic_flows WHERE id = ?', [id]);
+      // Its clicks stay, and their money is in its currency (reports read it from here).
+      await tx.run('INSERT INTO deleted_flows (id, currency) VALUES (?, ?) ON CONFLICT (id) DO NOTHING', [
+        id,
+        row.currency,
+      ]);
       return toFlow(row);
     });
   }

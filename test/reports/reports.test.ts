@@ -327,6 +327,15 @@ for (const backend of BACKENDS) {
         const own = await report({ filter: { flow_id: gone.id }, source });
         const ownEur = await report({ filter: { flow_id: gone.id, currency: 'EUR' }, source });
         assert.deepEqual(ownEur.totals, own.totals, source);
+        // Its cost is in EUR: a report in another currency has none of it.
+        const usd = await report({ filter: { flow_id: gone.id, currency: 'USD' }, source });
+        assert.deepEqual([usd.totals.clicks, usd.totals.cost], [0, 0], source);
+        const allUsd = await report({ group_by: ['flow'], filter: { currency: 'USD' }, source });
+        assert.equal(
+          allUsd.rows.find((r) => r.flow_id === gone.id),
+          undefined,
+          source,
+        );
       }
     });
   });
