@@ -386,7 +386,12 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       conversions: storage.conversions,
       pendingClick: (clickId) => clickLog.find(clickId),
       keySha256: config.postback.key_sha256,
-      limiter: authLimiter,
+      // Its own count: a network still sending an old key must not lock operators out of the ACP.
+      limiter: new AuthLimiter({
+        maxFailures: config.acp.auth_rate_limit.max_failures,
+        windowMs: config.acp.auth_rate_limit.window_ms,
+        clock,
+      }),
     });
 
     const { host: listenHost, port: listenPort } = config.app.server;

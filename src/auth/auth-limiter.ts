@@ -41,21 +41,40 @@ export function addressKey(address: string): string {
  * trusted proxy names). An address that failed `maxFailures` times in a window is refused with
  * 429 `rate.limited` — before its token is even looked at — until the window ends. Guessing tokens
  * (256 bits) is hopeless anyway; this keeps a guesser from costing the node database lookups and
- * log lines at line rate. `/postback` shares the count but judges its key first (`check` and
- * `failed` on a wrong one only), so a right key is never refused.
+ * log lines at line rate. `/postback` has a limiter of its own (see {@link proven}). An address
+ * that is undefined (the client left before its request was read whole) is neither refused nor
+ * counted: nothing will reach it, and there is nothing to count it under.
  */
 export class AuthLimiter {
   readonly #o: AuthLimiterOptions;
   readonly #windows: LRUCache<string, Window>;
+  readonly #proven: LRUCache<string, true>;
 
   constructor(o: AuthLimiterOptions) {
     this.#o = o;
     this.#windows = new LRUCache({ max: o.maxAddresses ?? 10_000 });
+    this.#proven = new LRUCache({ max: o.maxAddresses ?? 10_000 });
+  }
+
+  /**
+   * Remembers that the address has authenticated (bounded, least recently seen forgotten first).
+   * `/postback` lets such an address through a lockout: whoever sent the right key from there has
+   * no key left to guess, and a network's postbacks keep converting while a guesser elsewhere is
+   * held off. A right key from an address not seen with it before is refused like a wrong one
+   * while the address is locked out, so a lockout says nothing about the keys tried in it.
+   */
+  prove(address: string | undefined): void {
+    if (address !== undefined) this.#proven.set(addressKey(address), true);
+  }
+
+  /** Whether {@link prove} was called for the address (and has not been forgotten since). */
+  proven(address: string | undefined): boolean {
+    return address !== undefined && this.#proven.get(addressKey(address)) === true;
   }
 
   /** Throws `rate.limited` (with the seconds to wait) when the address is locked out. */
-  check(address: string): void {
-    if (this.#o.maxFailures === 0) return;
+  check(address: string | undefined): void {
+    if (this.#o.maxFailures === 0 || address === undefined) return;
     const key = addressKey(address);
     const w = this.#windows.get(key);
     if (w === undefined || w.failures < this.#o.maxFailures) return;
@@ -76,8 +95,8 @@ export class AuthLimiter {
   }
 
   /** Counts one failed authentication of the address. */
-  failed(address: string): void {
-    if (this.#o.maxFailures === 0) return;
+  failed(address: string | undefined): void {
+    if (this.#o.maxFailures === 0 || address === undefined) return;
     // Monotonic: a wall-clock step must not stretch or cut a lockout.
     const now = this.#o.clock.monotonic();
     const key = addressKey(address);
@@ -91,7 +110,7 @@ export class AuthLimiter {
    * Runs one authentication for an address: refused while the address is locked out, and counted
    * when it fails (`auth.unauthorized`) — the one rule for the ACP and `/metrics` alike.
    */
-  async guard<T>(address: string, authenticate: () => T | Promise<T>): Promise<T> {
+  async guard<T>(address: string | undefined, authenticate: () => T | Promise<T>): Promise<T> {
     this.check(address);
     try {
       return await authenticate();

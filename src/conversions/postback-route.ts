@@ -106,13 +106,15 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
       // UTF-8 undecoded (`%FF` and `%25FF` both give "%FF"): the same rules as a form body.
       const q = request.url.indexOf('?');
       const query = q === -1 ? {} : parseForm(request.url.slice(q + 1), 'The query string');
+      const limiter = opts.limiter;
+      // A locked-out address is refused whatever key it sends (a right one answered 200 would tell
+      // a guesser which it was), unless it has sent the right key before.
+      if (limiter !== undefined && !limiter.proven(request.ip)) limiter.check(request.ip);
       if (!postbackKeyAccepted(opts.keySha256, postbackKey(query, request.body))) {
-        // Only a wrong or missing key is limited, after it is judged: a network sending the right
-        // one keeps converting whatever a guesser behind the same address does.
-        opts.limiter?.check(request.ip);
-        opts.limiter?.failed(request.ip);
+        limiter?.failed(request.ip);
         throw new ApiError('auth.unauthorized', 'The postback key is missing or wrong.');
       }
+      if (opts.keySha256 !== undefined) limiter?.prove(request.ip);
       const pb = parsePostback(query, request.body);
       const applied = await opts.conversions.upsert(
         {

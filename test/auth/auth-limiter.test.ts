@@ -60,6 +60,36 @@ describe('AuthLimiter', () => {
     for (let i = 0; i < 10_000; i++) bounded.failed(`10.0.${i >> 8}.${i & 255}`);
     assert.equal(bounded.size, 100);
   });
+
+  test('an address that is not known (the client left) is neither refused nor counted, and nothing throws', async () => {
+    // A request whose socket closed has `request.ip` undefined: it made addressKey throw, and a
+    // public /postback answered 500.
+    const clock = new ManualClock();
+    const l = new AuthLimiter({ maxFailures: 1, windowMs: 1000, clock });
+    l.failed(undefined);
+    l.check(undefined);
+    l.prove(undefined);
+    assert.equal(l.proven(undefined), false);
+    assert.equal(l.size, 0);
+    const unauthorized = () => {
+      throw new ApiError('auth.unauthorized', 'no');
+    };
+    await assert.rejects(
+      l.guard(undefined, unauthorized),
+      (err: ApiError) => err.code === 'auth.unauthorized',
+    );
+  });
+
+  test('a proven address is remembered by its key (an IPv6 host by its /64), bounded', () => {
+    const clock = new ManualClock();
+    const l = new AuthLimiter({ maxFailures: 1, windowMs: 1000, clock, maxAddresses: 2 });
+    l.prove('2001:db8::1');
+    assert.equal(l.proven('2001:db8::2'), true);
+    assert.equal(l.proven('2001:db8:0:1::1'), false);
+    l.prove('10.0.0.1');
+    l.prove('10.0.0.2');
+    assert.equal(l.proven('2001:db8::1'), false, 'the least recently seen is forgotten');
+  });
 });
 
 describe('addressKey', () => {

@@ -224,6 +224,10 @@ describe('postbacks with a key', () => {
   after(() => t.close());
 
   test('no key or a wrong one is 401 before anything else is judged; the right one converts; the key is never logged', async () => {
+    // The right key first: this address has then shown it has the key, and its three wrong ones
+    // below (the limit here) do not lock it out of the form postback after them.
+    const ok = await call(t, `/postback?click_id=keyed-1&key=${key}`);
+    assert.equal(ok.status, 200);
     for (const path of [
       '/postback?click_id=keyed-1',
       '/postback?click_id=keyed-1&key=guess',
@@ -233,8 +237,6 @@ describe('postbacks with a key', () => {
       assert.equal(a.status, 401, path);
       assert.equal(a.body.error?.code, 'auth.unauthorized', path);
     }
-    const ok = await call(t, `/postback?click_id=keyed-1&key=${key}`);
-    assert.equal(ok.status, 200);
     const form = await call(t, '/postback', {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
@@ -244,7 +246,7 @@ describe('postbacks with a key', () => {
     assert.ok(!t.logs.raw.includes(key));
   });
 
-  test('wrong keys from one address are limited like failed ACP tokens (429 once over the limit); a right key never is', async () => {
+  test('wrong keys from one address are limited (429 once over the limit, whatever key comes next); an address that sent the right key before is not', async () => {
     // They were not limited at all: a guesser could try keys at line rate.
     const from = async (ip: string, path: string, init: RequestInit = {}) => {
       const res = await fetch(`${t.url}${path}`, {
@@ -271,10 +273,29 @@ describe('postbacks with a key', () => {
       assert.ok(Number(res.headers.get('retry-after')) > 0, 'Retry-After');
       assert.equal(t.logs.apiErrors(res.headers.get('x-request-id')!).length, 1, 'one api error record');
     }
-    // The right key from the locked-out address, and a wrong one from another address.
+    // The right key from the locked-out address is refused too: a 200 would tell a guesser which
+    // of its tries was the key. Another address is not locked out.
     const right = await from(guesser, `/postback?click_id=keyed-1&txid=limited&key=${key}`);
-    assert.equal(right.res.status, 200, JSON.stringify(right.body));
+    assert.equal(right.res.status, 429, JSON.stringify(right.body));
     assert.equal((await from('198.51.100.21', '/postback?click_id=keyed-1&key=guess')).res.status, 401);
+    // A network that has sent the right key keeps converting after a run of wrong ones.
+    const network = '198.51.100.30';
+    assert.equal((await from(network, `/postback?click_id=keyed-1&txid=n1&key=${key}`)).res.status, 200);
+    for (let i = 0; i < 4; i++)
+      assert.equal((await from(network, `/postback?click_id=keyed-1&key=old-${i}`)).res.status, 401);
+    assert.equal((await from(network, `/postback?click_id=keyed-1&txid=n2&key=${key}`)).res.status, 200);
+    // The postback count is its own: the ACP answers the locked-out address's token as usual (401
+    // for a bad one, not 429).
+    const acp = await fetch(`${t.url}/acp/system/metrics`, {
+      method: 'POST',
+      headers: {
+        authorization: 'Bearer not-a-token',
+        'content-type': 'application/json',
+        'x-forwarded-for': guesser,
+      },
+      body: '{}',
+    });
+    assert.equal(acp.status, 401);
     assert.ok(!t.logs.raw.includes(key));
   });
 });
