@@ -19,10 +19,11 @@ import type { RequestMix, SluiceScenario } from './scenarios.ts';
 export type LoadLength = { seconds: number; amount?: undefined } | { amount: number; seconds?: undefined };
 
 /**
- * A load to put on some server. `rate`: requests a second offered in all (each connection waits
- * `connections / rate` between an answer and its next request), so that servers of different
- * speeds are compared at the same load rather than each at its own saturation (see
+ * A load to put on some server. `rate`: about this many requests a second in all, so that servers
+ * of different speeds are compared near one load rather than each at its own saturation (see
  * docs/PERFORMANCE.md: on loopback a saturated server's writes also pay for waking the client).
+ * With wrk each connection waits `connections / rate` whole milliseconds after each answer, so a
+ * slower server gets somewhat fewer (the rate reached is in each result); autocannon paces to it.
  */
 export type Load = { mix: RequestMix; connections: number; rate?: number | undefined } & LoadLength;
 

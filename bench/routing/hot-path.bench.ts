@@ -9,8 +9,9 @@
  *   node bench/routing/hot-path.bench.ts [--rounds 5] [--seconds 1] [--warmup 1] [--connections 50]
  *        [--client auto|wrk|autocannon] [--only light,mixed] [--old DIR] [--rate N]
  *
- * `--rate N` offers every server the same N requests a second instead of all it can take: CPU per
- * request at equal load. At saturation a slower server's figure also carries the cost of waking the
+ * `--rate N` offers every server about N requests a second instead of all it can take: CPU per
+ * request near one load (wrk waits a fixed think time after each answer, so the rate reached, in the
+ * req/s column, is a little lower for a slower server). At saturation a slower server's figure also carries the cost of waking the
  * idle load generator on every answer (loopback runs the client's receive path in the server's
  * write), which a server answering remote clients does not pay; docs/PERFORMANCE.md has the figures.
  *
