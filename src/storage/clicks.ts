@@ -3,7 +3,7 @@ import { type BatchColumnType, type BatchRow, BatchStatement } from './batch.ts'
 import type { BatchGuard } from './batch-guard.ts';
 import { fromMicros, toMicros } from './money.ts';
 import { decodeCursor, encodeCursor } from './paging.ts';
-import { type Row, type SqlExecutor, toIso } from './sql.ts';
+import { type Row, type SqlExecutor, type SqlReader, toIso } from './sql.ts';
 import { clickIdProblem, storableProblem, storableText } from './storable.ts';
 import {
   type BatchResult,
@@ -183,7 +183,7 @@ export function logWhere(
  * read off the (…, created_at, id) indexes), one row more than asked to know whether a page follows.
  */
 export async function logPage<T extends { created_at: string }>(
-  exec: SqlExecutor,
+  exec: SqlReader,
   q: {
     table: string;
     columns: string;
@@ -307,10 +307,16 @@ const DELETE_CHUNK = 2000;
 export class SqlClicks implements ClickStore {
   readonly #x: SqlExecutor;
   readonly #guard: BatchGuard;
+  /**
+   * Where the list reads (SQLite: the reader thread). A filter the indexes cannot narrow (a
+   * country no click has, a deleted stream) walks the whole log, ~0.5 s at a million clicks.
+   */
+  readonly #read: SqlReader;
 
-  constructor(x: SqlExecutor, guard: BatchGuard) {
+  constructor(x: SqlExecutor, guard: BatchGuard, read: SqlReader = x) {
     this.#x = x;
     this.#guard = guard;
+    this.#read = read;
   }
 
   async insertBatch(batch: ClickBatch): Promise<BatchResult> {
@@ -356,7 +362,7 @@ export class SqlClicks implements ClickStore {
       f.from,
       f.to,
     );
-    return logPage(this.#x, {
+    return logPage(this.#read, {
       table: 'clicks',
       columns: CLICK_COLUMNS,
       idColumn: 'click_id',

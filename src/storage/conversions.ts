@@ -4,7 +4,7 @@ import type { Clock } from '../time/index.ts';
 import { logPage, logWhere, SUB_COLUMNS, subsOf, toBool } from './clicks.ts';
 import { fromMicros, toMicros } from './money.ts';
 import { inList } from './repositories.ts';
-import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
+import { type Row, type SqlExecutor, type SqlReader, toIso, toNum } from './sql.ts';
 import { clickIdProblem, idProblem, storableText } from './storable.ts';
 import type {
   ClickRecord,
@@ -99,11 +99,14 @@ export class SqlConversions implements ConversionStore {
   readonly #x: SqlExecutor;
   readonly #clock: Clock;
   readonly #fromClickLog: string;
+  /** Where the list reads (SQLite: the reader thread), as the clicks list does. */
+  readonly #read: SqlReader;
 
-  constructor(x: SqlExecutor, clock: Clock) {
+  constructor(x: SqlExecutor, clock: Clock, read: SqlReader = x) {
     this.#x = x;
     this.#clock = clock;
     this.#fromClickLog = fromClickLog(x.dialect);
+    this.#read = read;
   }
 
   async upsert(
@@ -145,7 +148,7 @@ export class SqlConversions implements ConversionStore {
       f.from,
       f.to,
     );
-    return logPage(this.#x, {
+    return logPage(this.#read, {
       table: 'conversions',
       columns: COLUMNS,
       idColumn: 'id',

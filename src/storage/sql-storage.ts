@@ -70,8 +70,8 @@ export class SqlStorage implements Storage {
     this.streams = new SqlStreams(backend.exec, clock, backend.reader);
     this.cluster = new ClusterStore(backend.exec, clock);
     this.#guard = new BatchGuard(backend.exec, clock);
-    this.clicks = new SqlClicks(backend.exec, this.#guard);
-    this.conversions = new SqlConversions(backend.exec, clock);
+    this.clicks = new SqlClicks(backend.exec, this.#guard, backend.reader);
+    this.conversions = new SqlConversions(backend.exec, clock, backend.reader);
     this.reports = new SqlReports(backend.exec, backend.reader);
     this.audit = new SqlAudit(backend.exec, clock);
     this.sightings = new SqlSightings(backend.exec);
