@@ -386,6 +386,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       conversions: storage.conversions,
       pendingClick: (clickId) => clickLog.find(clickId),
       keySha256: config.postback.key_sha256,
+      previousKeySha256: config.postback.previous_key_sha256,
       // Its own count: a network still sending an old key must not lock operators out of the ACP.
       limiter: new AuthLimiter({
         maxFailures: config.acp.auth_rate_limit.max_failures,

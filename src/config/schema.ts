@@ -148,6 +148,9 @@ export const ConfigSchema = Type.Object(
       {
         // Affiliate networks send the key in the query string: only its hash is configured.
         key_sha256: Type.Optional(Sha256Hex({ secret: true })),
+        // The key being replaced, accepted beside key_sha256 until every network has the new one:
+        // a network still on the old key would otherwise fail (and be locked out) after the restart.
+        previous_key_sha256: Type.Optional(Sha256Hex({ secret: true })),
       },
       strict,
     ),

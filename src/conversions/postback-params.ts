@@ -141,13 +141,20 @@ export function parsePostback(query: unknown, body: unknown): Postback {
 }
 
 /**
- * Checks the postback key against `postback.key_sha256` in constant time (digests of equal length
- * are compared, so neither the key's length nor its prefix leaks through timing). No configured
- * hash: every postback is accepted.
+ * Checks the postback key against `postback.key_sha256` and, while a key is being replaced,
+ * `postback.previous_key_sha256`, in constant time (digests of equal length are compared, both of
+ * them every time, so neither the key's length, its prefix nor which one matched leaks through
+ * timing). No configured hash: every postback is accepted.
  */
-export function postbackKeyAccepted(keySha256: string | undefined, key: string | undefined): boolean {
+export function postbackKeyAccepted(
+  keySha256: string | undefined,
+  key: string | undefined,
+  previousSha256?: string | undefined,
+): boolean {
   if (keySha256 === undefined) return true;
   if (key === undefined) return false;
   const given = createHash('sha256').update(key, 'utf8').digest();
-  return timingSafeEqual(given, Buffer.from(keySha256, 'hex'));
+  const current = timingSafeEqual(given, Buffer.from(keySha256, 'hex'));
+  const previous = previousSha256 !== undefined && timingSafeEqual(given, Buffer.from(previousSha256, 'hex'));
+  return current || previous;
 }

@@ -16,6 +16,8 @@ export interface PostbackRouteOptions {
   pendingClick: (clickId: string) => ClickRecord | undefined;
   /** `postback.key_sha256`: when set, every postback must carry the key whose SHA-256 this is. */
   keySha256: string | undefined;
+  /** `postback.previous_key_sha256`: the key being replaced, still accepted beside the new one. */
+  previousKeySha256?: string | undefined;
   /** Wrong or missing keys count against the client address like failed ACP tokens. */
   limiter?: AuthLimiter | undefined;
 }
@@ -110,7 +112,7 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
       // A locked-out address is refused whatever key it sends (a right one answered 200 would tell
       // a guesser which it was), unless it has sent the right key before.
       if (limiter !== undefined && !limiter.proven(request.ip)) limiter.check(request.ip);
-      if (!postbackKeyAccepted(opts.keySha256, postbackKey(query, request.body))) {
+      if (!postbackKeyAccepted(opts.keySha256, postbackKey(query, request.body), opts.previousKeySha256)) {
         limiter?.failed(request.ip);
         throw new ApiError('auth.unauthorized', 'The postback key is missing or wrong.');
       }

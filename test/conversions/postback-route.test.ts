@@ -299,3 +299,34 @@ describe('postbacks with a key', () => {
     assert.ok(!t.logs.raw.includes(key));
   });
 });
+
+describe('postbacks while the key is being replaced', () => {
+  let t: TestNode;
+  before(async () => {
+    t = await startTestNode({
+      yaml:
+        `postback:\n  key_sha256: ${sha256Hex('new-key')}\n  previous_key_sha256: ${sha256Hex('old-key')}\n` +
+        'acp:\n  auth_rate_limit:\n    max_failures: 2\n',
+    });
+    await t.node.storage.clicks.insertBatch({
+      id: newBatchId(),
+      server_id: 'n1',
+      rows: [newClick({ click_id: 'rotating-1' })],
+    });
+  });
+  after(() => t.close());
+
+  test('the new key and the previous one convert, however many old-key postbacks come first; anything else is 401', async () => {
+    // Without the previous key a network on the old one failed every postback after the change
+    // and, past the limit, locked its own address out of the new key too (a restart forgets
+    // which addresses had sent the right key).
+    for (let i = 0; i < 5; i++) {
+      const old = await call(t, `/postback?click_id=rotating-1&txid=old-${i}&key=old-key`);
+      assert.equal(old.status, 200, JSON.stringify(old.body));
+    }
+    assert.equal((await call(t, '/postback?click_id=rotating-1&txid=new&key=new-key')).status, 200);
+    const wrong = await call(t, '/postback?click_id=rotating-1&key=older-key');
+    assert.equal(wrong.status, 401);
+    assert.ok(!t.logs.raw.includes('old-key') && !t.logs.raw.includes('new-key'));
+  });
+});
