@@ -338,5 +338,30 @@ for (const backend of BACKENDS) {
         );
       }
     });
+
+    it('a deleted flow with cost and no conversion reports its money in its own currency', async () => {
+      // Only its clicks' cost says which currency the report is in: read from deleted_flows.
+      const gbp = await call<FlowRecord>('/acp/traffic-flows/create', {
+        slug: 'rep-gone-gbp',
+        name: 'gone gbp',
+        cost_per_click: 0.25,
+        currency: 'GBP',
+      });
+      await call('/acp/streams/create', {
+        flow_id: gbp.id,
+        name: 'x',
+        type: 'default',
+        target_url: 'https://x.test/',
+      });
+      await click('rep-gone-gbp', { country: 'GB', ua: CHROME, ip: '203.0.113.70' });
+      await t.node.clickLog.persist();
+      await call('/acp/traffic-flows/delete', { id: gbp.id });
+      for (const source of ['rollups', 'clicks'] as const) {
+        const own = await report({ filter: { flow_id: gbp.id }, source });
+        assert.deepEqual([own.currency, own.totals.clicks, own.totals.cost], ['GBP', 1, 0.25], source);
+        const mixed = await report({ group_by: ['flow'], source }, 400);
+        assert.match((mixed as unknown as { error: { message: string } }).error.message, /GBP/, source);
+      }
+    });
   });
 }
