@@ -1,6 +1,6 @@
 import type { ClickFacts } from '../../src/clicks/index.ts';
 import type { MacroValues, Visitor } from '../../src/routing/index.ts';
-import type { FlowRecord, NewClick, StreamRecord } from '../../src/storage/index.ts';
+import type { FlowRecord, NewClick, StreamInput, StreamRecord } from '../../src/storage/index.ts';
 
 /** A complete flow record for tests and benchmarks that compile flows without storage. */
 export function flowRecord(over: Partial<FlowRecord> = {}): FlowRecord {
@@ -26,6 +26,20 @@ export function flowRecord(over: Partial<FlowRecord> = {}): FlowRecord {
     ...over,
   };
 }
+
+/** What `streams.create` takes: a regular stream of the flow to example.com, unless told otherwise. */
+export const streamInput = (flow_id: string, over: Partial<StreamInput> = {}): StreamInput => ({
+  flow_id,
+  name: 's',
+  type: 'regular',
+  position: 0,
+  weight: 100,
+  status: 'active',
+  filters: {},
+  target_url: 'https://example.com/',
+  redirect_code: 302,
+  ...over,
+});
 
 let n = 0;
 /** A complete stream record (unique id unless given). */

@@ -60,6 +60,17 @@ for (const backend of BACKENDS) {
     };
     const report = (body: Record<string, unknown>, status = 200) =>
       call<Report>('/acp/reports/query', { from: '2026-03-10', to: '2026-03-11', ...body }, status);
+    /** A flow with one default stream, created over the ACP. */
+    const flowWithStream = async (slug: string, over: Record<string, unknown>) => {
+      const f = await call<FlowRecord>('/acp/traffic-flows/create', { slug, name: slug, ...over });
+      await call('/acp/streams/create', {
+        flow_id: f.id,
+        name: 'x',
+        type: 'default',
+        target_url: 'https://x.test/',
+      });
+      return f;
+    };
 
     before(async () => {
       if (!available) return;
@@ -268,18 +279,7 @@ for (const backend of BACKENDS) {
         (backwards as unknown as { error: { message: string } }).error.message,
         /\/to: must be after from/,
       );
-      const eur = await call<FlowRecord>('/acp/traffic-flows/create', {
-        slug: 'rep-eur',
-        name: 'eur',
-        cost_per_click: 1,
-        currency: 'EUR',
-      });
-      await call('/acp/streams/create', {
-        flow_id: eur.id,
-        name: 'x',
-        type: 'default',
-        target_url: 'https://x.test/',
-      });
+      await flowWithStream('rep-eur', { cost_per_click: 1, currency: 'EUR' });
       await click('rep-eur', { country: 'DE', ua: CHROME, ip: '203.0.113.50' });
       await t.node.clickLog.persist();
       const mixed = await report({ group_by: ['flow'] }, 400);
@@ -298,18 +298,7 @@ for (const backend of BACKENDS) {
     it("filter.currency keeps a deleted flow's clicks with its conversions, from both sources", async () => {
       // Its clicks were dropped (no flow row to read the currency from) while its conversions,
       // which carry their own, stayed: a row with revenue and no clicks, cr and epc null.
-      const gone = await call<FlowRecord>('/acp/traffic-flows/create', {
-        slug: 'rep-gone',
-        name: 'gone',
-        cost_per_click: 0.5,
-        currency: 'EUR',
-      });
-      await call('/acp/streams/create', {
-        flow_id: gone.id,
-        name: 'x',
-        type: 'default',
-        target_url: 'https://x.test/',
-      });
+      const gone = await flowWithStream('rep-gone', { cost_per_click: 0.5, currency: 'EUR' });
       const sold = await click('rep-gone', { country: 'DE', ua: CHROME, ip: '203.0.113.60' });
       await click('rep-gone', { country: 'DE', ua: CHROME, ip: '203.0.113.61' });
       await postback(`click_id=${sold}&status=sale&payout=4&currency=EUR`);
@@ -341,18 +330,7 @@ for (const backend of BACKENDS) {
 
     it('a deleted flow with cost and no conversion reports its money in its own currency', async () => {
       // Only its clicks' cost says which currency the report is in: read from deleted_flows.
-      const gbp = await call<FlowRecord>('/acp/traffic-flows/create', {
-        slug: 'rep-gone-gbp',
-        name: 'gone gbp',
-        cost_per_click: 0.25,
-        currency: 'GBP',
-      });
-      await call('/acp/streams/create', {
-        flow_id: gbp.id,
-        name: 'x',
-        type: 'default',
-        target_url: 'https://x.test/',
-      });
+      const gbp = await flowWithStream('rep-gone-gbp', { cost_per_click: 0.25, currency: 'GBP' });
       await click('rep-gone-gbp', { country: 'GB', ua: CHROME, ip: '203.0.113.70' });
       await t.node.clickLog.persist();
       await call('/acp/traffic-flows/delete', { id: gbp.id });

@@ -11,7 +11,7 @@ import {
   type Storage,
 } from '../../src/storage/index.ts';
 import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
-import { newClick } from '../helpers/records.ts';
+import { newClick, streamInput } from '../helpers/records.ts';
 import { BACKENDS, type Opened } from './backends.ts';
 
 const isCode = (code: string) => (err: unknown) => err instanceof ApiError && err.code === code;
@@ -253,17 +253,7 @@ for (const backend of BACKENDS) {
         rotation: 'position',
       });
       const stream = (flow_id: string, name: string) =>
-        storage.streams.create({
-          flow_id,
-          name,
-          type: 'regular',
-          position: 0,
-          weight: 100,
-          status: 'active',
-          filters: {},
-          target_url: 'https://example.com/',
-          redirect_code: 302,
-        });
+        storage.streams.create(streamInput(flow_id, { name }));
       const [s1, s2, s3] = [
         await stream(flow.id, 'a'),
         await stream(flow.id, 'b'),

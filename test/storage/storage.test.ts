@@ -5,23 +5,12 @@ import {
   type FlowRecord,
   newBatchId,
   type Storage,
-  type StreamInput,
   type StreamRecord,
 } from '../../src/storage/index.ts';
+import { streamInput } from '../helpers/records.ts';
 import { BACKENDS } from './backends.ts';
 
-const stream = (flow_id: string, over: Partial<StreamInput> = {}): StreamInput => ({
-  flow_id,
-  name: 's',
-  type: 'regular',
-  position: 0,
-  weight: 100,
-  status: 'active',
-  filters: {},
-  target_url: 'https://example.com/',
-  redirect_code: 302,
-  ...over,
-});
+const stream = streamInput;
 
 const isCode = (code: string) => (err: unknown) => err instanceof ApiError && err.code === code;
 
