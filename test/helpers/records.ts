@@ -46,15 +46,7 @@ let n = 0;
 export function streamRecord(over: Partial<StreamRecord> = {}): StreamRecord {
   return {
     id: `s${++n}`,
-    flow_id: 'f1',
-    name: 'x',
-    type: 'regular',
-    position: 0,
-    weight: 100,
-    status: 'active',
-    filters: {},
-    target_url: 'https://example.com/',
-    redirect_code: 302,
+    ...streamInput('f1', { name: 'x' }),
     redirect_mode: 'http',
     daily_cap: 0,
     hits: 0,
