@@ -1,12 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
-import {
-  type FlowRecord,
-  newBatchId,
-  type Storage,
-  type StreamRecord,
-} from '../../src/storage/index.ts';
+import { type FlowRecord, newBatchId, type Storage, type StreamRecord } from '../../src/storage/index.ts';
 import { streamInput } from '../helpers/records.ts';
 import { BACKENDS } from './backends.ts';
 
