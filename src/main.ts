@@ -304,11 +304,12 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       for (const r of [drained, tasks]) if (r.status === 'rejected') throw r.reason;
     });
     registerHealth(app, () => storage.ping());
-    const authLimiter = new AuthLimiter({
+    const authLimits = {
       maxFailures: config.acp.auth_rate_limit.max_failures,
       windowMs: config.acp.auth_rate_limit.window_ms,
       clock,
-    });
+    };
+    const authLimiter = new AuthLimiter(authLimits);
     if (config.observability.metrics.prometheus_enabled) {
       registerMetricsRoute(app, telemetry, {
         tokenSha256: config.observability.metrics.auth_token_sha256,
@@ -388,11 +389,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       keySha256: config.postback.key_sha256,
       previousKeySha256: config.postback.previous_key_sha256,
       // Its own count: a network still sending an old key must not lock operators out of the ACP.
-      limiter: new AuthLimiter({
-        maxFailures: config.acp.auth_rate_limit.max_failures,
-        windowMs: config.acp.auth_rate_limit.window_ms,
-        clock,
-      }),
+      limiter: new AuthLimiter(authLimits),
     });
 
     const { host: listenHost, port: listenPort } = config.app.server;

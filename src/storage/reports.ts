@@ -74,14 +74,15 @@ export interface ReportStore {
   deleteRollupsBefore(before: string, opts?: { signal?: AbortSignal }): Promise<number>;
 }
 
+/** Every flow's currency, the deleted ones' included: the currency of a click's money. */
+const FLOW_CURRENCIES =
+  '(SELECT id, currency FROM traffic_flows UNION ALL SELECT id, currency FROM deleted_flows)';
+
 /**
  * Reports read the click log and the conversions directly (§15): one grouped scan of each over the
  * range's index, summed by the database; the report engine (src/reports) turns buckets into days
  * and hours of the report's time zone and adds the formulas.
  */
-/** Every flow's currency, the deleted ones' included: the currency of a click's money. */
-const FLOW_CURRENCIES =
-  '(SELECT id, currency FROM traffic_flows UNION ALL SELECT id, currency FROM deleted_flows)';
 
 export class SqlReports implements ReportStore {
   readonly #x: SqlExecutor;
