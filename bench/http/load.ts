@@ -357,6 +357,9 @@ function init(args)
 end
 function request() return reqs[math.random(#reqs)] end
 `) +
+          (spec.rate === undefined
+            ? ''
+            : `function delay() return ${Math.max(1, Math.round((spec.connections * 1000) / spec.rate))} end\n`) +
           `function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format("WRK %d %d %d %d %d %d %d %d %d\\n", summary.requests, summary.duration,
@@ -364,12 +367,6 @@ function request() return reqs[math.random(#reqs)] end
 end
 `,
       );
-      if (spec.rate !== undefined)
-        writeFileSync(
-          script,
-          `function delay() return ${Math.max(1, Math.round((spec.connections * 1000) / spec.rate))} end\n`,
-          { flag: 'a' },
-        );
       const seconds = Math.max(1, Math.round(spec.seconds));
       const args = [
         '-t1',

@@ -10,10 +10,11 @@
  *        [--client auto|wrk|autocannon] [--only light,mixed] [--old DIR] [--rate N]
  *
  * `--rate N` offers every server about N requests a second instead of all it can take: CPU per
- * request near one load (wrk waits a fixed think time after each answer, so the rate reached, in the
- * req/s column, is a little lower for a slower server). At saturation a slower server's figure also carries the cost of waking the
- * idle load generator on every answer (loopback runs the client's receive path in the server's
- * write), which a server answering remote clients does not pay; docs/PERFORMANCE.md has the figures.
+ * request near one load (wrk waits a fixed think time after each answer, so the rate reached, in
+ * the req/s column, is a little lower for a slower server). At saturation a slower server's figure
+ * also carries the cost of waking the idle load generator on every answer (loopback runs the
+ * client's receive path in the server's write), which a server answering remote clients does not
+ * pay; docs/PERFORMANCE.md has the figures.
  *
  * `--client auto` (the default) uses wrk when installed (Debian: `apt-get install -y wrk`): it
  * spends a fraction of autocannon's CPU per request, so more of the two cores is left to the

@@ -34,6 +34,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { pino } from 'pino';
 import {
+  CLICK_BATCH_MAX_ROWS,
   ClickIdGenerator,
   ClickLog,
   ipPrefix,
@@ -209,8 +210,8 @@ for (const backend of values.backends.split(',')) {
       server_id: 'bench-node',
       rows: Array.from({ length: n }, (_, i) => click(t + i)),
     });
-    for (let done = 0; done < EXISTING; done += 10_000) {
-      await storage.clicks.insertBatch(batchOf(Math.min(10_000, EXISTING - done)));
+    for (let done = 0; done < EXISTING; done += CLICK_BATCH_MAX_ROWS) {
+      await storage.clicks.insertBatch(batchOf(Math.min(CLICK_BATCH_MAX_ROWS, EXISTING - done)));
     }
     if (EXISTING > 0) console.log(`  ${backend.padEnd(11)} ${fmt(EXISTING)} clicks written first`);
     await storage.clicks.insertBatch(batchOf(1000));
