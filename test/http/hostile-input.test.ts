@@ -81,6 +81,26 @@ function exchange(port: number, request: string): Promise<{ answers: RawAnswer[]
   });
 }
 
+/**
+ * Sends a request head with `Expect: 100-continue` and `Connection: close`, checks that the node
+ * answers `100 Continue` and nothing else first, then sends the body and returns every answer the
+ * node wrote until it closed the connection.
+ */
+async function continued(port: number, head: string, body: string): Promise<RawAnswer[]> {
+  const socket = connect(port, '127.0.0.1');
+  let out = '';
+  socket.on('data', (d) => {
+    out += d.toString('latin1');
+  });
+  const closed = new Promise<void>((r) => socket.on('close', () => r()));
+  socket.write(head);
+  await until('100 Continue', () => out.includes('\r\n\r\n'), 5000);
+  assert.match(out, /^HTTP\/1\.1 100 Continue\r\n\r\n$/);
+  socket.write(body);
+  await closed;
+  return parseAnswers(out);
+}
+
 /** A client that sends a request and never ends its side of the connection. */
 async function halfOpen(port: number, request: string): Promise<{ socket: Socket; answered: Promise<void> }> {
   const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
@@ -310,21 +330,13 @@ describe('hostile input', () => {
   });
 
   test('Expect: 100-continue still gets 100 Continue, then the answer', async () => {
-    const socket = connect(port, '127.0.0.1');
-    let out = '';
-    socket.on('data', (d) => {
-      out += d.toString('latin1');
-    });
-    const closed = new Promise<void>((r) => socket.on('close', () => r()));
-    socket.write(
+    const answers = await continued(
+      port,
       `POST /acp/system/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+      '{}',
     );
-    await until('100 Continue', () => out.includes('\r\n\r\n'), 5000);
-    assert.match(out, /^HTTP\/1\.1 100 Continue\r\n\r\n$/);
-    socket.write('{}');
-    await closed;
     assert.deepEqual(
-      parseAnswers(out).map((a) => a.status),
+      answers.map((a) => a.status),
       [100, 200],
     );
   });
@@ -350,22 +362,27 @@ describe('hostile input', () => {
     // A body of exactly the limit is asked for and read (a form the postback reads, for a click
     // that does not exist).
     const body = `click_id=expect-nope&pad=${'x'.repeat(65536 - 'click_id=expect-nope&pad='.length)}`;
-    const socket = connect(port, '127.0.0.1');
-    let out = '';
-    socket.on('data', (d) => {
-      out += d.toString('latin1');
-    });
-    const closed = new Promise<void>((r) => socket.on('close', () => r()));
-    socket.write(
+    const answers = await continued(
+      port,
       `POST /postback HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+      body,
     );
-    await until('100 Continue', () => out.includes('\r\n\r\n'), 5000);
-    assert.match(out, /^HTTP\/1\.1 100 Continue\r\n\r\n$/);
-    socket.write(body);
-    await closed;
     assert.deepEqual(
-      parseAnswers(out).map((a) => a.status),
+      answers.map((a) => a.status),
       [100, 404],
+    );
+  });
+
+  test('a POST that names a Content-Type but sends no length and no body is answered, not left waiting', async () => {
+    // With Node's optimizeEmptyRequests fastify waited for that body forever (exchange gives up
+    // after 3 s: no answers).
+    const x = await exchange(
+      port,
+      `POST /acp/system/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n`,
+    );
+    assert.deepEqual(
+      x.answers.map((a) => a.status),
+      [200],
     );
   });
 
