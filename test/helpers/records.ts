@@ -1,6 +1,6 @@
 import type { ClickFacts } from '../../src/clicks/index.ts';
 import type { MacroValues, Visitor } from '../../src/routing/index.ts';
-import type { FlowRecord, NewClick, StreamInput, StreamRecord } from '../../src/storage/index.ts';
+import type { FlowInput, FlowRecord, NewClick, StreamInput, StreamRecord } from '../../src/storage/index.ts';
 
 /** A complete flow record for tests and benchmarks that compile flows without storage. */
 export function flowRecord(over: Partial<FlowRecord> = {}): FlowRecord {
@@ -26,6 +26,15 @@ export function flowRecord(over: Partial<FlowRecord> = {}): FlowRecord {
     ...over,
   };
 }
+
+/** What `flows.create` takes: an active flow rotating by position, unless told otherwise. */
+export const flowInput = (slug: string, over: Partial<FlowInput> = {}): FlowInput => ({
+  slug,
+  name: slug,
+  status: 'active',
+  rotation: 'position',
+  ...over,
+});
 
 /** What `streams.create` takes: a regular stream of the flow to example.com, unless told otherwise. */
 export const streamInput = (flow_id: string, over: Partial<StreamInput> = {}): StreamInput => ({

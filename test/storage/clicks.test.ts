@@ -11,7 +11,7 @@ import {
   type Storage,
 } from '../../src/storage/index.ts';
 import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
-import { newClick, streamInput } from '../helpers/records.ts';
+import { flowInput, newClick, streamInput } from '../helpers/records.ts';
 import { BACKENDS, type Opened } from './backends.ts';
 
 const isCode = (code: string) => (err: unknown) => err instanceof ApiError && err.code === code;
@@ -240,18 +240,8 @@ for (const backend of BACKENDS) {
     });
 
     it('the list by stream alone finds a stream’s clicks through its flow, and a deleted stream’s by time', async () => {
-      const flow = await storage.flows.create({
-        slug: 'by-stream',
-        name: 'f',
-        status: 'active',
-        rotation: 'position',
-      });
-      const other = await storage.flows.create({
-        slug: 'by-stream-2',
-        name: 'g',
-        status: 'active',
-        rotation: 'position',
-      });
+      const flow = await storage.flows.create(flowInput('by-stream'));
+      const other = await storage.flows.create(flowInput('by-stream-2'));
       const stream = (flow_id: string, name: string) =>
         storage.streams.create(streamInput(flow_id, { name }));
       const [s1, s2, s3] = [

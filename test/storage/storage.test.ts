@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
 import { type FlowRecord, newBatchId, type Storage, type StreamRecord } from '../../src/storage/index.ts';
-import { streamInput } from '../helpers/records.ts';
+import { flowInput, streamInput } from '../helpers/records.ts';
 import { BACKENDS } from './backends.ts';
 
 const stream = streamInput;
@@ -357,12 +357,7 @@ for (const backend of BACKENDS) {
     it('a cursor of another list with the same sort, or one that names no list, is refused', async () => {
       // Flows and streams both sort by created_at and have ids of one kind: a flows cursor used to
       // page the streams list, from the flow's position in a list it was never part of.
-      const f = await storage.flows.create({
-        slug: 'cursor-list',
-        name: 'c',
-        status: 'active',
-        rotation: 'position',
-      });
+      const f = await storage.flows.create(flowInput('cursor-list'));
       for (let i = 0; i < 3; i++) await storage.streams.create(stream(f.id, { name: `c${i}`, position: i }));
       const sort = { by: 'created_at', order: 'desc' } as const;
       const flows = await storage.flows.list({ filter: {}, sort, limit: 1 });
