@@ -3,10 +3,13 @@
  * (p99 and max, `monitorEventLoopDelay`, 1 ms resolution) and the longest main-thread CPU time
  * between two turns, while one run of each goes: cache reload (every flow cached), targets check
  * (against a local HTTP target, stopped by its `timeout_ms` when it would take longer), totals
- * refresh and counter flush (10 % of the streams touched). A real node in this process, seeded
- * with plain SQL: `streams` streams in `streams / 5` flows, one stream in 10 active.
+ * refresh, counter flush (10 % of the streams touched) and a click log flush of 10,000 clicks into
+ * a log that already holds `--clicks` (spread over every flow, sub1 on a third from 50,000 values).
+ * A real node in this process, seeded with plain SQL: `streams` streams in `streams / 5` flows, one
+ * stream in 10 active.
  *
- *   node bench/cron/background-stall.bench.ts [--streams 10000,100000] [--backends sqlite,postgres] [--check-ms 15000]
+ *   node bench/cron/background-stall.bench.ts [--streams 10000,100000] [--backends sqlite,postgres]
+ *        [--check-ms 15000] [--clicks 200000]
  *
  * It drives only the public API that the code before #12 had too, so the same file measures an
  * older checkout (copy it into a `git worktree` of that commit); docs/PERFORMANCE.md compares both
@@ -19,6 +22,8 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { DatabaseSync } from 'node:sqlite';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { ClickIdGenerator } from '../../src/clicks/index.ts';
+import { systemClock } from '../../src/time/index.ts';
 import { startTestNode } from '../../test/helpers/node.ts';
 import { PG_URL, pgAvailable } from '../../test/helpers/postgres.ts';
 
@@ -27,11 +32,17 @@ const { values } = parseArgs({
     streams: { type: 'string', default: '10000,100000' },
     backends: { type: 'string', default: 'sqlite,postgres' },
     'check-ms': { type: 'string', default: '15000' },
+    clicks: { type: 'string', default: '200000' },
   },
 });
 const PER_FLOW = 5;
 const ACTIVE_EVERY = 10;
 const NEVER = '0 0 1 1 *';
+const CLICKS = Number(values.clicks);
+/** Clicks in the measured flush: a whole batch as the click log cuts it. */
+const FLUSHED = 10_000;
+const SUBS = 50_000;
+const DAY_S = 86_400;
 
 let targetHits = 0;
 const target = createServer((_q, r) => {
@@ -70,7 +81,7 @@ for (const backend of values.backends.split(',')) {
     const t = await startTestNode({
       ...(backend === 'postgres' ? { postgres: {} } : {}),
       yaml:
-        `cache:\n  max_entries: ${flows}\n  ttl_ms: 3600000\ncron:\n  tasks:\n` +
+        `cache:\n  max_entries: ${flows}\n  ttl_ms: 3600000\nclicks:\n  flush_interval_ms: 60000\ncron:\n  tasks:\n` +
         `    stats_flush:\n      schedule: '${NEVER}'\n    cache_reload:\n      schedule: '${NEVER}'\n` +
         `    targets_check:\n      schedule: '${NEVER}'\n      timeout_ms: ${values['check-ms']}\n`,
     });
@@ -86,6 +97,12 @@ for (const backend of values.backends.split(',')) {
           SELECT printf('b-stream-%07d', i), printf('b-flow-%07d', i / ${PER_FLOW}), 's', 'regular', i % ${PER_FLOW}, 100,
                  CASE WHEN i % ${ACTIVE_EVERY} = 0 THEN 'active' ELSE 'paused' END,
                  '{"countries_include":["DE","FR"]}', '${targetUrl}', 302, '${now}', '${now}' FROM n;
+        WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ${CLICKS})
+        INSERT INTO clicks (click_id, flow_id, stream_id, created_at, outcome, country, device_type, os, browser, sub1, is_unique, is_bot, cost_micros)
+          SELECT printf('b-click-%09d', i), printf('b-flow-%07d', i % ${flows}), printf('b-stream-%07d', (i % ${flows}) * ${PER_FLOW}),
+                 strftime('%Y-%m-%dT%H:%M:%fZ', unixepoch('now') - ${DAY_S} + i * ${DAY_S}.0 / ${Math.max(1, CLICKS)}, 'unixepoch'),
+                 'redirect', 'DE', 'mobile', 'iOS', 'Safari',
+                 CASE WHEN i % 3 = 0 THEN printf('campaign-%d', (i * 7919) % ${SUBS}) END, 1, 0, 0 FROM n;
         COMMIT;`);
       db.close();
     } else {
@@ -103,7 +120,14 @@ for (const backend of values.backends.split(',')) {
                  CASE WHEN i % ${ACTIVE_EVERY} = 0 THEN 'active' ELSE 'paused' END,
                  '{"countries_include":["DE","FR"]}', '${targetUrl}', 302, '${now}', '${now}'
           FROM generate_series(0, ${streams - 1}) AS i;
-        ANALYZE traffic_flows; ANALYZE streams;`);
+        INSERT INTO clicks (click_id, flow_id, stream_id, created_at, outcome, country, device_type, os, browser, sub1, is_unique, is_bot, cost_micros)
+          SELECT 'b-click-' || lpad(i::text, 9, '0'), 'b-flow-' || lpad((i % ${flows})::text, 7, '0'),
+                 'b-stream-' || lpad(((i % ${flows}) * ${PER_FLOW})::text, 7, '0'),
+                 now() - interval '1 day' + i * interval '${DAY_S} seconds' / ${Math.max(1, CLICKS)},
+                 'redirect', 'DE', 'mobile', 'iOS', 'Safari',
+                 CASE WHEN i % 3 = 0 THEN 'campaign-' || ((i::bigint * 7919) % ${SUBS}) END, true, false, 0
+          FROM generate_series(0, ${CLICKS - 1}) AS i;
+        ANALYZE traffic_flows; ANALYZE streams; ANALYZE clicks;`);
       await c.end();
     }
     for (let i = 0; i < flows; i += 200) {
@@ -134,6 +158,33 @@ for (const backend of values.backends.split(',')) {
     }
     [r, note] = await task('stats_flush');
     rows.push(['counter flush', r, `${streams / 10} streams; ${note}`]);
+    const ids = new ClickIdGenerator(systemClock);
+    for (let i = 0; i < FLUSHED; i++) {
+      const flow = (i * 7) % flows;
+      t.node.clickLog.append({
+        click_id: ids.next(),
+        flow_id: `b-flow-${String(flow).padStart(7, '0')}`,
+        stream_id: `b-stream-${String(flow * PER_FLOW).padStart(7, '0')}`,
+        at: at + i,
+        outcome: 'redirect',
+        country: 'FR',
+        device_type: 'mobile',
+        os: 'Android',
+        browser: 'Chrome',
+        language: 'fr',
+        referrer_host: 'news.example.com',
+        subs: i % 3 === 0 ? [`campaign-${(i * 7919) % SUBS}`] : null,
+        is_unique: true,
+        is_bot: false,
+        cost: 0.01,
+        ip_prefix: '203.0.113.0',
+      });
+    }
+    let written = 0;
+    r = await measure(async () => {
+      written = await t.node.clickLog.persist();
+    });
+    rows.push(['click flush', r, `${written} clicks into a log of ${CLICKS}`]);
     // What an operator's console asks for: every page counts the set and sorts by a column with no index.
     let listed = 0;
     r = await measure(async () => {

@@ -1,4 +1,5 @@
 import { ApiError } from '../errors/index.ts';
+import { TimeSlice } from '../time/index.ts';
 import { type BatchColumnType, type BatchRow, BatchStatement } from './batch.ts';
 import type { BatchGuard } from './batch-guard.ts';
 import { fromMicros, toMicros } from './money.ts';
@@ -272,14 +273,22 @@ const HOUR_MS = 3_600_000;
  * per click (a string and a map lookup, in the flush, not on the hot path).
  */
 export function hourRollups(clicks: readonly NewClick[]): BatchRow[] {
-  const groups = new Map<string, unknown[]>();
-  const hours = new Map<number, string>();
-  for (const c of clicks) {
+  const rollup = new HourRollup();
+  for (const c of clicks) rollup.add(c);
+  return rollup.rows();
+}
+
+/** {@link hourRollups} a click at a time, so a batch's bookkeeping can yield between clicks. */
+class HourRollup {
+  readonly #groups = new Map<string, unknown[]>();
+  readonly #hours = new Map<number, string>();
+
+  add(c: NewClick): void {
     const h = Math.floor(c.at / HOUR_MS);
-    let hour = hours.get(h);
+    let hour = this.#hours.get(h);
     if (hour === undefined) {
       hour = new Date(h * HOUR_MS).toISOString();
-      hours.set(h, hour);
+      this.#hours.set(h, hour);
     }
     const country = text(c.country) ?? '';
     const language = text(c.language) ?? '';
@@ -287,10 +296,10 @@ export function hourRollups(clicks: readonly NewClick[]): BatchRow[] {
     const browser = storableText(c.browser);
     const stream = c.stream_id ?? '';
     const key = `${hour}\u0000${c.flow_id}\u0000${stream}\u0000${country}\u0000${c.device_type}\u0000${os}\u0000${browser}\u0000${language}\u0000${c.outcome}`;
-    let g = groups.get(key);
+    let g = this.#groups.get(key);
     if (g === undefined) {
       g = [hour, c.flow_id, stream, country, c.device_type, os, browser, language, c.outcome, 0, 0, 0, 0, 0];
-      groups.set(key, g);
+      this.#groups.set(key, g);
     }
     if (c.outcome === 'redirect') {
       (g[9] as number)++;
@@ -299,7 +308,27 @@ export function hourRollups(clicks: readonly NewClick[]): BatchRow[] {
     else (g[12] as number)++;
     (g[13] as number) += toMicros(c.cost) ?? 0;
   }
-  return [...groups.values()];
+
+  rows(): BatchRow[] {
+    return [...this.#groups.values()];
+  }
+}
+
+/**
+ * A batch's rows and rollups, built with the event loop let go every few hundred clicks: for
+ * 10,000 clicks the two took ~20 ms in one go (the PostgreSQL flush, measured by the stall test).
+ */
+async function batchRows(batch: ClickBatch): Promise<{ rows: BatchRow[]; hours: BatchRow[] }> {
+  const slice = new TimeSlice();
+  const rollup = new HourRollup();
+  const rows = new Array<BatchRow>(batch.rows.length);
+  for (let i = 0; i < batch.rows.length; i++) {
+    const c = batch.rows[i]!;
+    rows[i] = toRow(c, batch.server_id);
+    rollup.add(c);
+    if ((i & 255) === 255) await slice.pause();
+  }
+  return { rows, hours: rollup.rows() };
 }
 
 const DELETE_CHUNK = 2000;
@@ -312,17 +341,25 @@ export class SqlClicks implements ClickStore {
    * country no click has, a deleted stream) walks the whole log, ~0.5 s at a million clicks.
    */
   readonly #read: SqlReader;
+  /** Where batches are written instead of here (a SQLite node's writer thread, which runs this class). */
+  readonly #write: ((batch: ClickBatch) => Promise<BatchResult>) | undefined;
 
-  constructor(x: SqlExecutor, guard: BatchGuard, read: SqlReader = x) {
+  constructor(
+    x: SqlExecutor,
+    guard: BatchGuard,
+    read: SqlReader = x,
+    write?: (batch: ClickBatch) => Promise<BatchResult>,
+  ) {
     this.#x = x;
     this.#guard = guard;
     this.#read = read;
+    this.#write = write;
   }
 
   async insertBatch(batch: ClickBatch): Promise<BatchResult> {
     if (batch.rows.length === 0) return { applied: true, rows: 0 };
-    const rows = batch.rows.map((c) => toRow(c, batch.server_id));
-    const hours = hourRollups(batch.rows);
+    if (this.#write !== undefined) return this.#write(batch);
+    const { rows, hours } = await batchRows(batch);
     let written = 0;
     // The rollups go in the same transaction and under the same guard: a batch sent again adds
     // neither clicks nor sums twice.

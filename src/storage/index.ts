@@ -68,6 +68,7 @@ export function openStorage(
   const path = config.storage.sqlite.path;
   return openSqlite(path === ':memory:' ? path : resolve(cwd, path), clock, {
     checkpointThread: node,
+    writeThread: node,
     cacheMb: config.storage.sqlite.cache_mb,
   });
 }

@@ -11,6 +11,7 @@ import { type ReportStore, SqlReports } from './reports.ts';
 import { SqlFlows, SqlOperators, SqlStreams } from './repositories.ts';
 import { SqlSightings } from './sightings.ts';
 import { type SqlExecutor, type SqlReader, toNum } from './sql.ts';
+import type { SqliteWriter } from './sqlite-writer.ts';
 import type {
   Aggregates,
   AuditStore,
@@ -41,6 +42,8 @@ export interface Backend {
   close(): Promise<void>;
   /** Long reads off the main thread (SQLite on a file); absent: `exec` reads. */
   reader?: SqlReader;
+  /** Click and counter batches off the main thread (a SQLite node); absent: `exec` writes them. */
+  writer?: SqliteWriter;
   /** What the checkpoint thread has done (SQLite on a file, when the node runs one). */
   checkpoints?(): NonNullable<DbSection['checkpoints']>;
 }
@@ -70,7 +73,13 @@ export class SqlStorage implements Storage {
     this.streams = new SqlStreams(backend.exec, clock, backend.reader);
     this.cluster = new ClusterStore(backend.exec, clock);
     this.#guard = new BatchGuard(backend.exec, clock);
-    this.clicks = new SqlClicks(backend.exec, this.#guard, backend.reader);
+    const writer = backend.writer;
+    this.clicks = new SqlClicks(
+      backend.exec,
+      this.#guard,
+      backend.reader,
+      writer && ((batch) => writer.insertClicks(batch, clock.now())),
+    );
     this.conversions = new SqlConversions(backend.exec, clock, backend.reader);
     this.reports = new SqlReports(backend.exec, backend.reader);
     this.audit = new SqlAudit(backend.exec, clock);
@@ -106,6 +115,8 @@ export class SqlStorage implements Storage {
   }
 
   addCounters(batch: CounterBatch): Promise<boolean> {
+    const writer = this.#b.writer;
+    if (writer !== undefined) return writer.addCounters(batch, this.#clock.now());
     return addCounters(this.#guard, batch);
   }
 

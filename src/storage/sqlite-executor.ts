@@ -8,6 +8,14 @@ import type { Row, SqlExecutor } from './sql.ts';
 /** SQLite primary result codes that mean the database itself is not usable (busy, I/O, corrupt...). */
 const UNAVAILABLE = new Set([5, 6, 10, 11, 13, 14, 26]);
 const CONSTRAINT = 19;
+const BUSY = 5;
+/** The longest pause between two tries of a statement another connection keeps waiting. */
+const BUSY_PAUSE_MAX_MS = 16;
+
+const primaryCode = (err: unknown): number | undefined => {
+  const code = (err as { errcode?: unknown }).errcode;
+  return typeof code === 'number' ? code & 0xff : undefined;
+};
 
 function toParam(v: unknown): SQLInputValue {
   if (v === undefined) return null;
@@ -19,27 +27,36 @@ function toParam(v: unknown): SQLInputValue {
 /**
  * `node:sqlite` behind the async executor interface. Statements are prepared once and cached.
  * A transaction holds a gate so that no other caller's statement lands inside it while it awaits.
+ *
+ * Another connection may hold the write lock (a node's batch writer thread, the CLI). SQLite's
+ * busy handler would sleep inside the call, on the event loop; with `busyWaitMs` the connection
+ * is opened with no busy timeout and a statement that finds the database busy outside a
+ * transaction (and `BEGIN IMMEDIATE`) is tried again on a timer until `busyWaitMs` has passed,
+ * so the node goes on answering meanwhile. Inside a transaction this connection already holds
+ * the lock.
  */
 export class SqliteExecutor implements SqlExecutor {
   readonly dialect = 'sqlite' as const;
   readonly #db: DatabaseSync;
   readonly #stats: QueryStats;
+  readonly #busyWaitMs: number;
   readonly #statements = new Map<string, StatementSync>();
   #gate: Promise<void> | null = null;
 
-  constructor(db: DatabaseSync, stats: QueryStats) {
+  constructor(db: DatabaseSync, stats: QueryStats, { busyWaitMs = 0 }: { busyWaitMs?: number } = {}) {
     this.#db = db;
     this.#stats = stats;
+    this.#busyWaitMs = busyWaitMs;
   }
 
   async all<T = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
     while (this.#gate) await this.#gate;
-    return this.exec(sql, params, true) as T[];
+    return (await this.#execWaiting(sql, params, true)) as T[];
   }
 
   async run(sql: string, params: readonly unknown[] = []): Promise<number> {
     while (this.#gate) await this.#gate;
-    return this.exec(sql, params, false) as number;
+    return (await this.#execWaiting(sql, params, false)) as number;
   }
 
   /** In a transaction of its own, so that a batch is all or nothing as on PostgreSQL. */
@@ -71,7 +88,7 @@ export class SqliteExecutor implements SqlExecutor {
       open = r;
     });
     try {
-      this.exec('BEGIN IMMEDIATE', [], false);
+      await this.#execWaiting('BEGIN IMMEDIATE', [], false);
       try {
         const out = await fn(new SqliteTransaction(this));
         this.exec('COMMIT', [], false);
@@ -90,14 +107,42 @@ export class SqliteExecutor implements SqlExecutor {
   exec(sql: string, params: readonly unknown[], rows: boolean): Row[] | number {
     const start = this.#stats.clock.monotonic();
     try {
-      const stmt = this.#prepared(sql);
-      const args = params.map(toParam);
-      const out = rows ? (stmt.all(...args) as Row[]) : Number(stmt.run(...args).changes);
+      const out = this.#step(sql, params, rows);
       this.#stats.ok(start);
       return out;
     } catch (err) {
       return this.#failed(start, err);
     }
+  }
+
+  /**
+   * {@link exec}, tried again on a timer while another connection holds the lock (up to
+   * `busyWaitMs`); the wait is timed with the statement, the tries that found it busy are not failures.
+   */
+  async #execWaiting(sql: string, params: readonly unknown[], rows: boolean): Promise<Row[] | number> {
+    const start = this.#stats.clock.monotonic();
+    // Real time, whatever clock the stats were given: this waits for another connection.
+    const since = performance.now();
+    let pause = 1;
+    for (;;) {
+      try {
+        const out = this.#step(sql, params, rows);
+        this.#stats.ok(start);
+        return out;
+      } catch (err) {
+        if (primaryCode(err) !== BUSY || performance.now() - since + pause > this.#busyWaitMs) {
+          return this.#failed(start, err);
+        }
+      }
+      await new Promise<void>((r) => setTimeout(r, pause));
+      pause = Math.min(pause * 2, BUSY_PAUSE_MAX_MS);
+    }
+  }
+
+  #step(sql: string, params: readonly unknown[], rows: boolean): Row[] | number {
+    const stmt = this.#prepared(sql);
+    const args = params.map(toParam);
+    return rows ? (stmt.all(...args) as Row[]) : Number(stmt.run(...args).changes);
   }
 
   /**
@@ -134,8 +179,7 @@ export class SqliteExecutor implements SqlExecutor {
   }
 
   #failed(start: number, err: unknown): never {
-    const code = (err as { errcode?: number }).errcode;
-    const primary = code === undefined ? undefined : code & 0xff;
+    const primary = primaryCode(err);
     const unavailable = primary !== undefined ? UNAVAILABLE.has(primary) : !this.#db.isOpen;
     this.#stats.failed(start, err, unavailable);
     if (primary === CONSTRAINT) throw new ApiError('resource.conflict', undefined, { cause: err });

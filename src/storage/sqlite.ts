@@ -12,6 +12,7 @@ import {
 } from './sqlite-checkpointer.ts';
 import { SqliteExecutor } from './sqlite-executor.ts';
 import { SqliteReader } from './sqlite-reader.ts';
+import { SqliteWriter } from './sqlite-writer.ts';
 
 const BUSY_TIMEOUT_MS = 5000;
 
@@ -31,6 +32,12 @@ export interface SqliteOptions {
    * clicks a page cache of 2 MB made each of those a page read (bench/storage/click-log.bench.ts).
    */
   cacheMb?: number;
+  /**
+   * Apply click and counter batches on a thread of their own with a second connection (see
+   * {@link SqliteWriter}); it takes `cacheMb`, the node's connection keeps SQLite's default cache.
+   * For a node; short-lived commands write on their one connection.
+   */
+  writeThread?: boolean;
 }
 
 /**
@@ -39,27 +46,43 @@ export interface SqliteOptions {
  */
 export function openSqlite(path: string, clock: Clock, options: SqliteOptions = {}): SqlStorage {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const file = path !== ':memory:';
+  // An in-memory database has no file to share with another thread.
+  const writeThread = file && options.writeThread === true;
   let db: DatabaseSync;
   try {
     db = new DatabaseSync(path);
-    db.exec(`PRAGMA journal_mode = WAL; PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}; PRAGMA foreign_keys = ON;`);
-    if (options.cacheMb !== undefined) db.exec(`PRAGMA cache_size = ${-Math.floor(options.cacheMb) * 1024}`);
+    // With a writer thread the node's connection waits for it on a timer (SqliteExecutor), never
+    // in SQLite's busy handler, which sleeps on the event loop.
+    const busy = writeThread ? 0 : BUSY_TIMEOUT_MS;
+    db.exec(`PRAGMA journal_mode = WAL; PRAGMA busy_timeout = ${busy}; PRAGMA foreign_keys = ON;`);
+    if (options.cacheMb !== undefined && !writeThread) {
+      db.exec(`PRAGMA cache_size = ${-Math.floor(options.cacheMb) * 1024}`);
+    }
   } catch (err) {
     throw new ApiError('db.unavailable', `cannot open SQLite database at ${path}`, { cause: err });
   }
-  const file = path !== ':memory:';
   let checkpointer: SqliteCheckpointer | undefined;
   if (file && options.checkpointThread === true) {
     db.exec(`PRAGMA wal_autocheckpoint = ${WAL_PAGES_BEFORE_INLINE_CHECKPOINT}`);
     checkpointer = new SqliteCheckpointer(path, options.checkpointIntervalMs ?? CHECKPOINT_INTERVAL_MS);
   }
   const stats = new QueryStats(clock);
-  // Reports' scans read on their own thread; an in-memory database has no file to share.
+  // Reports' scans read on their own thread.
   const reader = file ? new SqliteReader(path, stats) : undefined;
+  const writer = writeThread
+    ? new SqliteWriter({
+        path,
+        stats,
+        busyTimeoutMs: BUSY_TIMEOUT_MS,
+        ...(options.cacheMb !== undefined ? { cacheMb: options.cacheMb } : {}),
+        ...(checkpointer ? { walAutocheckpoint: WAL_PAGES_BEFORE_INLINE_CHECKPOINT } : {}),
+      })
+    : undefined;
   return new SqlStorage(
     {
       driver: 'sqlite',
-      exec: new SqliteExecutor(db, stats),
+      exec: new SqliteExecutor(db, stats, { busyWaitMs: BUSY_TIMEOUT_MS }),
       stats,
       pool: () => ({ size: 1, idle: 1, waiting: 0 }),
       migrationPreamble: [],
@@ -68,10 +91,13 @@ export function openSqlite(path: string, clock: Clock, options: SqliteOptions = 
       subscribe: () => {},
       isOpen: () => db.isOpen,
       close: async () => {
+        // The writer first: its last batches (a graceful stop's flush) commit before the rest stops.
+        await writer?.close();
         await Promise.all([reader?.close(), checkpointer?.close()]);
         if (db.isOpen) db.close();
       },
       ...(reader ? { reader } : {}),
+      ...(writer ? { writer } : {}),
       ...(checkpointer ? { checkpoints: () => checkpointer.stats() } : {}),
     },
     clock,

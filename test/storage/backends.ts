@@ -15,6 +15,8 @@ import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres
 /** One backend under test: how to open a fresh, migrated store and how to clean it up. */
 export interface BackendCase {
   name: 'sqlite' | 'postgres';
+  /** How its tests are titled: two cases may share a backend. */
+  label: string;
   /** Resolves false when the backend cannot run here (PostgreSQL outside CI). */
   available(): Promise<boolean>;
   open(clock?: Clock): Promise<Opened>;
@@ -33,20 +35,25 @@ export interface Opened {
   sql(): SqlExecutor;
 }
 
-export const BACKENDS: BackendCase[] = [
-  {
+/**
+ * SQLite on a file of its own; `writeThread`: click and counter batches applied on the writer
+ * thread as a node's are (`openSqlite`'s `writeThread`).
+ */
+function sqliteCase(writeThread: boolean): BackendCase {
+  return {
     name: 'sqlite',
+    label: writeThread ? 'sqlite (writer thread)' : 'sqlite',
     available: async () => true,
     open: async (clock = systemClock) => {
       const dir = mkdtempSync(join(tmpdir(), 'sluice-store-'));
       const path = join(dir, 'store.db');
-      const storage = openSqlite(path, clock);
+      const storage = openSqlite(path, clock, { writeThread });
       await storage.migrate();
       let raw: DatabaseSync | undefined;
       let exec: SqlExecutor | undefined;
       return {
         storage,
-        reopen: () => openSqlite(path, clock),
+        reopen: () => openSqlite(path, clock, { writeThread }),
         sql: () => {
           if (exec === undefined) {
             raw = new DatabaseSync(path);
@@ -63,9 +70,14 @@ export const BACKENDS: BackendCase[] = [
       };
     },
     startNode: (opts = {}) => startTestNode(opts),
-  },
+  };
+}
+
+export const BACKENDS: BackendCase[] = [
+  sqliteCase(false),
   {
     name: 'postgres',
+    label: 'postgres',
     available: pgAvailable,
     open: async (clock = systemClock) => {
       const schema = testSchema();
@@ -94,3 +106,6 @@ export const BACKENDS: BackendCase[] = [
     startNode: (opts = {}) => startTestNode({ postgres: {}, ...opts }),
   },
 ];
+
+/** The backends, and SQLite as a node writes batches: for the stores that the writer thread runs. */
+export const BATCH_BACKENDS: BackendCase[] = [...BACKENDS, sqliteCase(true)];

@@ -12,7 +12,7 @@ import {
 } from '../../src/storage/index.ts';
 import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
 import { flowInput, newClick, streamInput } from '../helpers/records.ts';
-import { BACKENDS, type Opened } from './backends.ts';
+import { BATCH_BACKENDS, type Opened } from './backends.ts';
 
 const isCode = (code: string) => (err: unknown) => err instanceof ApiError && err.code === code;
 const T0 = Date.UTC(2026, 0, 2, 12);
@@ -42,8 +42,8 @@ async function allPages(storage: Storage, filter: ClickFilter, limit: number) {
   return { items, pages, total };
 }
 
-for (const backend of BACKENDS) {
-  describe(`click log storage on ${backend.name}`, async () => {
+for (const backend of BATCH_BACKENDS) {
+  describe(`click log storage on ${backend.label}`, async () => {
     const available = await backend.available();
     let opened: Opened;
     let storage: Storage;

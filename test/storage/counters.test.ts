@@ -11,7 +11,7 @@ import {
 } from '../../src/storage/index.ts';
 import { type SqlExecutor, toIso, toNum } from '../../src/storage/sql.ts';
 import { ManualClock } from '../../src/time/index.ts';
-import { BACKENDS, type Opened } from './backends.ts';
+import { BATCH_BACKENDS, type Opened } from './backends.ts';
 
 const CREATED = '2026-01-01T00:00:00.000Z';
 
@@ -84,8 +84,8 @@ async function persisted(sql: SqlExecutor, prefix: string) {
 
 const silent = pino({ level: 'silent' });
 
-for (const backend of BACKENDS) {
-  describe(`counter batches on ${backend.name}`, async () => {
+for (const backend of BATCH_BACKENDS) {
+  describe(`counter batches on ${backend.label}`, async () => {
     const available = await backend.available();
     let opened: Opened;
     let storage: Storage;

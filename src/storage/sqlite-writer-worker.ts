@@ -1,0 +1,94 @@
+/**
+ * The worker side of {@link SqliteWriter}: a second read-write connection to the node's SQLite file
+ * that applies click and counter batches with the same code the node's own connection would use
+ * (`SqlClicks.insertBatch`, `addCounters`, each under its batch guard). Large arrays arrive in
+ * parts before the message that applies them (see `sqlite-writer.ts`); answers are
+ * `{id, result}` or `{id, error}`.
+ */
+import { DatabaseSync } from 'node:sqlite';
+import { parentPort, workerData } from 'node:worker_threads';
+import { ApiError, describeCause } from '../errors/index.ts';
+import type { Clock } from '../time/index.ts';
+import { BatchGuard } from './batch-guard.ts';
+import { SqlClicks } from './clicks.ts';
+import { addCounters } from './counters.ts';
+import { QueryStats } from './query-stats.ts';
+import { SqliteExecutor } from './sqlite-executor.ts';
+import type { WriterAnswer, WriterMessage } from './sqlite-writer.ts';
+import type { ClickBatch, CounterBatch } from './types.ts';
+
+const { path, cacheMb, busyTimeoutMs, walAutocheckpoint } = workerData as {
+  path: string;
+  cacheMb: number | undefined;
+  busyTimeoutMs: number;
+  walAutocheckpoint: number | undefined;
+};
+
+const db = new DatabaseSync(path);
+// Waiting for the node's connection here only ever blocks this thread.
+db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}; PRAGMA foreign_keys = ON;`);
+if (cacheMb !== undefined) db.exec(`PRAGMA cache_size = ${-Math.floor(cacheMb) * 1024}`);
+if (walAutocheckpoint !== undefined) db.exec(`PRAGMA wal_autocheckpoint = ${walAutocheckpoint}`);
+
+// Time is the node's: each message carries its clock's reading (guard rows, their pruning).
+let now = 0;
+const clock: Clock = { now: () => now, monotonic: () => performance.now() };
+const exec = new SqliteExecutor(db, new QueryStats(clock));
+const guard = new BatchGuard(exec, clock);
+const clicks = new SqlClicks(exec, guard);
+
+/** Arrays sent ahead of the message that applies them, by message id and field. */
+const parts = new Map<number, Map<string, unknown[]>>();
+
+function withParts<T extends object>(id: number, head: T): T {
+  const mine = parts.get(id);
+  if (mine === undefined) return head;
+  parts.delete(id);
+  const out = { ...head } as Record<string, unknown>;
+  for (const [key, items] of mine) out[key] = [...items, ...((out[key] as unknown[] | undefined) ?? [])];
+  return out as T;
+}
+
+async function apply(m: Exclude<WriterMessage, { op: 'part' }>): Promise<unknown> {
+  now = m.now;
+  if (m.op === 'clicks') return clicks.insertBatch(withParts<ClickBatch>(m.id, m.batch));
+  return addCounters(guard, withParts<CounterBatch>(m.id, m.batch));
+}
+
+const answer = (a: WriterAnswer) => parentPort!.postMessage(a);
+
+// One batch at a time, in the order sent: the node's connection and this one take turns anyway.
+let queue: Promise<void> = Promise.resolve();
+
+parentPort!.on('message', (m: WriterMessage | 'close') => {
+  if (m === 'close') {
+    queue = queue.then(() => {
+      if (db.isOpen) db.close();
+      parentPort!.close();
+    });
+    return;
+  }
+  if (m.op === 'part') {
+    const mine = parts.get(m.id) ?? new Map<string, unknown[]>();
+    parts.set(m.id, mine);
+    const list = mine.get(m.key) ?? [];
+    mine.set(m.key, list);
+    for (const item of m.items) list.push(item);
+    return;
+  }
+  queue = queue.then(async () => {
+    try {
+      answer({ id: m.id, result: await apply(m) });
+    } catch (err) {
+      parts.delete(m.id);
+      answer({
+        id: m.id,
+        error: {
+          message: describeCause(err),
+          code: err instanceof ApiError ? err.code : null,
+          unavailable: err instanceof ApiError && err.code === 'db.unavailable',
+        },
+      });
+    }
+  });
+});

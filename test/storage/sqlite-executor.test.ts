@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
+import { after, before, describe, test } from 'node:test';
+import { ApiError } from '../../src/errors/index.ts';
+import { QueryStats } from '../../src/storage/query-stats.ts';
+import { SqliteExecutor } from '../../src/storage/sqlite-executor.ts';
+import { systemClock } from '../../src/time/index.ts';
+
+/** Event-loop turns taken while `p` is pending: the loop was free if there were many. */
+async function turnsWhile<T>(p: Promise<T>): Promise<{ value: T; turns: number }> {
+  let turns = 0;
+  let on = true;
+  const tick = () => {
+    turns++;
+    if (on) setImmediate(tick);
+  };
+  setImmediate(tick);
+  try {
+    return { value: await p, turns };
+  } finally {
+    on = false;
+  }
+}
+
+describe("SQLite executor: waiting for another connection's lock", () => {
+  let dir: string;
+  let db: DatabaseSync;
+  let other: DatabaseSync;
+  let stats: QueryStats;
+  let exec: SqliteExecutor;
+
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-busy-'));
+    const path = join(dir, 'busy.db');
+    db = new DatabaseSync(path);
+    // As a node with a writer thread opens its connection: no busy timeout of SQLite's own.
+    db.exec('PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 0; CREATE TABLE t (n INTEGER)');
+    other = new DatabaseSync(path);
+    other.exec('PRAGMA busy_timeout = 0');
+    stats = new QueryStats(systemClock);
+    exec = new SqliteExecutor(db, stats, { busyWaitMs: 2000 });
+  });
+  after(() => {
+    if (other.isTransaction) other.exec('ROLLBACK');
+    other.close();
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('a write waits on a timer while another connection holds the lock, then goes through', async () => {
+    other.exec('BEGIN IMMEDIATE; INSERT INTO t VALUES (1)');
+    const errorsBefore = stats.recorder.errors;
+    const write = exec.run('INSERT INTO t VALUES (2)');
+    const transaction = exec.transaction(async (tx) => tx.run('INSERT INTO t VALUES (3)'));
+    // Released only after the loop has turned: a statement sleeping in SQLite would have blocked it.
+    let released = 0;
+    const release = new Promise<void>((resolve) => {
+      const wait = () => {
+        if (++released < 50) {
+          setImmediate(wait);
+          return;
+        }
+        other.exec('COMMIT');
+        resolve();
+      };
+      setImmediate(wait);
+    });
+    const { turns } = await turnsWhile(Promise.all([write, transaction, release]));
+    assert.ok(turns >= 50, `the event loop turned ${turns} times while the statements waited`);
+    const rows = db.prepare('SELECT n FROM t ORDER BY n').all() as { n: number }[];
+    assert.deepEqual(
+      rows.map((r) => r.n),
+      [1, 2, 3],
+    );
+    assert.equal(stats.up, true, 'waiting is not a failure: the database stays up');
+    assert.equal(stats.recorder.errors, errorsBefore, 'nor counted as an error');
+  });
+
+  test('a wait longer than busyWaitMs fails as db.unavailable, and reads never wait', async () => {
+    const short = new SqliteExecutor(db, new QueryStats(systemClock), { busyWaitMs: 50 });
+    other.exec('BEGIN IMMEDIATE; INSERT INTO t VALUES (4)');
+    try {
+      // WAL: a reader sees the last commit while the other connection writes.
+      assert.equal((await short.all<{ n: number }>('SELECT COUNT(*) AS n FROM t'))[0]!.n, 3);
+      const started = performance.now();
+      await assert.rejects(
+        short.run('INSERT INTO t VALUES (5)'),
+        (err) => err instanceof ApiError && err.code === 'db.unavailable',
+      );
+      assert.ok(performance.now() - started >= 40, 'it waited before giving up');
+    } finally {
+      other.exec('ROLLBACK');
+    }
+  });
+});
