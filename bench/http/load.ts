@@ -47,6 +47,11 @@ export interface LoadResult {
 export interface ServerStats {
   /** CPU µs the server process has used so far (all its threads). */
   cpuUs: number;
+  /**
+   * CPU µs its main thread (the event loop, which bounds what one process answers) has used so far;
+   * absent for a server that is not Node.
+   */
+  mainCpuUs?: number;
   /** Requests its HTTP server has received so far. */
   requests: number;
   rss: number;
@@ -424,6 +429,8 @@ export async function loadClient(name: string): Promise<LoadClient> {
 export interface Measurement {
   /** The headline: server CPU µs over the window / requests the server received in it. */
   cpuUsPerReq: number;
+  /** The same for the server's main thread alone (Node servers; NaN otherwise). */
+  mainCpuUsPerReq: number;
   rps: number;
   p50Ms: number;
   p99Ms: number;
@@ -440,6 +447,10 @@ export async function measure(server: BenchServer, client: LoadClient, spec: Loa
   const serverRequests = after.requests - before.requests;
   return {
     cpuUsPerReq: (after.cpuUs - before.cpuUs) / Math.max(serverRequests, 1),
+    mainCpuUsPerReq:
+      after.mainCpuUs === undefined || before.mainCpuUs === undefined
+        ? Number.NaN
+        : (after.mainCpuUs - before.mainCpuUs) / Math.max(serverRequests, 1),
     rps: load.answered / load.seconds,
     p50Ms: load.p50Ms,
     p99Ms: load.p99Ms,

@@ -5,7 +5,8 @@
  *   node bench/http/server-child.ts <variant> [--port N] [--scenario JSON]
  *
  * With an IPC channel (forked by bench/http/load.ts) it sends `{ port, pid }` once listening and
- * answers `stats` with its CPU µs so far (`process.cpuUsage()`, all its threads), the requests its
+ * answers `stats` with its CPU µs so far (`process.cpuUsage()`, all its threads; and its main
+ * thread's alone, `process.threadCpuUsage()`), the requests its
  * HTTP server has received and its RSS; a Sluice variant also answers `reads` with how many times
  * the routing cache read a flow and its streams from storage. Without IPC (the start-up benchmark)
  * it only listens. Each variant imports only what it needs, so a bare peer's start-up and memory
@@ -143,7 +144,14 @@ if (process.send !== undefined) {
   process.on('message', (m: { id: number; cmd: 'stats' | 'reads' }) => {
     if (m.cmd === 'stats') {
       const u = process.cpuUsage();
-      process.send!({ id: m.id, cpuUs: u.user + u.system, requests, rss: process.memoryUsage.rss() });
+      const main = process.threadCpuUsage();
+      process.send!({
+        id: m.id,
+        cpuUs: u.user + u.system,
+        mainCpuUs: main.user + main.system,
+        requests,
+        rss: process.memoryUsage.rss(),
+      });
     } else {
       process.send!({ id: m.id, reads: reads?.() });
     }

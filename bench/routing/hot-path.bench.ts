@@ -31,6 +31,7 @@ import {
   type Entry,
   interleave,
   loadClient,
+  type Measurement,
   machine,
   median,
   roundRatio,
@@ -135,7 +136,7 @@ try {
     base,
     onMeasure: (round, e, m) =>
       process.stderr.write(
-        `  round ${round + 1} ${e.server.name.padEnd(24)} ${m.cpuUsPerReq.toFixed(1).padStart(6)} µs/req ${m.rps.toFixed(0).padStart(6)} req/s\n`,
+        `  round ${round + 1} ${e.server.name.padEnd(24)} ${m.cpuUsPerReq.toFixed(1).padStart(6)} µs/req (main thread ${m.mainCpuUsPerReq.toFixed(1).padStart(6)}) ${m.rps.toFixed(0).padStart(6)} req/s\n`,
       ),
   });
 } finally {
@@ -144,12 +145,15 @@ try {
 }
 
 console.log(`after: ${machine()}`);
+/** A figure, or a dash where it does not apply (nginx has no main thread to read). */
+const orDash = (n: number, digits: number) => (Number.isNaN(n) ? '—' : n.toFixed(digits));
+const mainCpu = (m: Measurement) => m.mainCpuUsPerReq;
 const notFounds = new Set(sluice.filter((_, i) => runs[i]![2].unknown !== undefined));
 const about = new Map<string, string>(runs.map(([name, what]) => [name, what]));
 console.log(
-  '\n| server | scenario | server CPU-µs/req | × bare fastify (CPU) | req/s | × bare fastify (req/s) | p99 ms | answers not 2xx/3xx |',
+  '\n| server | scenario | server CPU-µs/req | × bare fastify (CPU) | main thread CPU-µs/req | × bare fastify (main) | req/s | × bare fastify (req/s) | p99 ms | answers not 2xx/3xx |',
 );
-console.log('|---|---|---:|---:|---:|---:|---:|---:|');
+console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const e of entries) {
   const ms = results.of.get(e)!;
   const paired = results.baseOf.get(e)!;
@@ -157,7 +161,9 @@ for (const e of entries) {
   const notFound = notFounds.has(e.server);
   console.log(
     `| ${e.server.name} | ${about.get(e.server.name) ?? 'fixed 302, one path'} | ${median(ms.map((m) => m.cpuUsPerReq)).toFixed(1)} | ` +
-      `${roundRatio(ms, paired, (m) => m.cpuUsPerReq).toFixed(2)} | ${median(ms.map((m) => m.rps)).toFixed(0)} | ` +
+      `${roundRatio(ms, paired, (m) => m.cpuUsPerReq).toFixed(2)} | ` +
+      `${orDash(median(ms.map(mainCpu)), 1)} | ${orDash(roundRatio(ms, paired, mainCpu), 2)} | ` +
+      `${median(ms.map((m) => m.rps)).toFixed(0)} | ` +
       `${roundRatio(ms, paired, (m) => m.rps).toFixed(2)} | ${median(ms.map((m) => m.p99Ms)).toFixed(1)} | ` +
       `${notFound ? `all (404, as expected)` : other} |`,
   );
