@@ -20,6 +20,11 @@ export interface SluiceScenario {
   country: boolean;
   /** Ask for this many slugs that have no flow instead (`nope-0`…): bots and stale links, 404s. */
   unknown?: number;
+  /**
+   * The node's storage: SQLite in a temp dir (the default), or a schema of its own on the
+   * PostgreSQL at `SLUICE_TEST_PG_URL` (dropped when the server stops).
+   */
+  backend?: 'sqlite' | 'postgres';
 }
 
 /**

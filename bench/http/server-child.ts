@@ -55,23 +55,45 @@ if (variant === 'node-http-302') {
   server = app.server;
 } else if (variant === 'sluice') {
   const { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } = await import('node:fs');
+  const { randomBytes } = await import('node:crypto');
   const { tmpdir } = await import('node:os');
   const { join } = await import('node:path');
   const { startNode } = await import('../../src/main.ts');
-  const { openSqlite } = await import('../../src/storage/index.ts');
+  const { openPostgres, openSqlite } = await import('../../src/storage/index.ts');
   const { systemClock } = await import('../../src/time/index.ts');
   const scenario = JSON.parse(values.scenario ?? '{"flows":0}') as SluiceScenario;
   const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-'));
   process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
-  process.on('SIGTERM', () => process.exit(0));
-  // The shipped defaults but for the listening address and the database file (production's
+  const pgUrl = process.env.SLUICE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  const schema =
+    scenario.backend === 'postgres' ? `sluice_bench_${randomBytes(4).toString('hex')}` : undefined;
+  process.on('SIGTERM', () => {
+    if (schema === undefined) process.exit(0);
+    void (async () => {
+      const { default: pg } = await import('pg');
+      const c = new pg.Client({ connectionString: pgUrl });
+      await c.connect();
+      await c.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await c.end();
+    })().finally(() => process.exit(0));
+  });
+  // The shipped defaults but for the listening address and the database (production's
   // Prometheus exposition on, info logs: no line is written per click either way).
+  const storage =
+    schema === undefined
+      ? `storage:\n  sqlite:\n    path: ${join(dir, 'b.db')}\n`
+      : `storage:\n  driver: postgres\n  postgres:\n    url: ${pgUrl}\n    schema: ${schema}\n`;
   writeFileSync(
     join(dir, 'config.bench.yml'),
-    `app:\n  server:\n    host: ${host}\n    port: ${port}\nstorage:\n  sqlite:\n    path: ${join(dir, 'b.db')}\n` +
+    `app:\n  server:\n    host: ${host}\n    port: ${port}\n${storage}` +
       'observability:\n  metrics:\n    prometheus_enabled: true\n  logging:\n    level: info\n',
   );
-  if (scenario.flows > 0) {
+  if (scenario.flows > 0 && schema !== undefined) {
+    const seed = openPostgres({ url: pgUrl, poolMax: 2, schema, clock: systemClock });
+    await seed.migrate();
+    await seedScenario(seed, scenario);
+    await seed.close();
+  } else if (scenario.flows > 0) {
     // Seeded through storage before the node starts, on tmpfs where there is one: SQLite syncs
     // each insert to disk, and 11,000 of them took 20 s on this machine (0.7 s on tmpfs). The
     // node then runs on a copy in the temp dir, on disk as a deployment's would be.

@@ -7,7 +7,11 @@
  * it, and the ratios are medians of those pairs.
  *
  *   node bench/routing/hot-path.bench.ts [--rounds 5] [--seconds 1] [--warmup 1] [--connections 50]
- *        [--client auto|wrk|autocannon] [--only light,mixed] [--old DIR] [--rate N]
+ *        [--client auto|wrk|autocannon] [--only light,mixed] [--old DIR] [--rate N] [--postgres]
+ *
+ * `--postgres` also runs each scenario on a node whose storage is PostgreSQL (a schema of its own
+ * at `SLUICE_TEST_PG_URL`); its figures are the node's process alone, the database server's CPU
+ * is not in them.
  *
  * `--rate N` offers every server about N requests a second instead of all it can take: CPU per
  * request near one load (wrk waits a fixed think time after each answer, so the rate reached, in
@@ -52,6 +56,7 @@ const { values } = parseArgs({
     only: { type: 'string' },
     old: { type: 'string' },
     rate: { type: 'string' },
+    postgres: { type: 'boolean', default: false },
   },
 });
 
@@ -87,7 +92,15 @@ const SCENARIOS: [string, string, SluiceScenario][] = [
   ],
 ];
 const only = values.only?.split(',');
-const scenarios = SCENARIOS.filter(([name]) => only === undefined || only.includes(name));
+const scenarios = SCENARIOS.filter(([name]) => only === undefined || only.includes(name)).flatMap(
+  ([name, what, scenario]): [string, string, SluiceScenario][] =>
+    values.postgres
+      ? [
+          [name, what, scenario],
+          [`${name} (pg)`, `${what}; PostgreSQL`, { ...scenario, backend: 'postgres' }],
+        ]
+      : [[name, what, scenario]],
+);
 
 const opts = {
   rounds: Number(values.rounds),
