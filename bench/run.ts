@@ -27,6 +27,7 @@ const BENCHES: [string, string[], string[]][] = [
   ['cron/background-stall.bench.ts', [], ['--streams', '10000']],
   ['storage/counter-flush.bench.ts', [], []],
   ['storage/click-log.bench.ts', ['--expose-gc'], []],
+  ['storage/sqlite-insert.bench.ts', [], []],
 ];
 
 for (const [file, flags, args] of BENCHES) {
