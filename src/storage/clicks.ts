@@ -333,6 +333,15 @@ async function batchRows(batch: ClickBatch): Promise<{ rows: BatchRow[]; hours: 
 
 const DELETE_CHUNK = 2000;
 
+/**
+ * Where a SQLite node writes the click log instead of the node's connection: its writer thread
+ * (`SqliteWriter`), which runs this class itself there.
+ */
+export interface ClickWriter {
+  insertBatch(batch: ClickBatch): Promise<BatchResult>;
+  run(sql: string, params: readonly unknown[]): Promise<number>;
+}
+
 export class SqlClicks implements ClickStore {
   readonly #x: SqlExecutor;
   readonly #guard: BatchGuard;
@@ -341,24 +350,19 @@ export class SqlClicks implements ClickStore {
    * country no click has, a deleted stream) walks the whole log, ~0.5 s at a million clicks.
    */
   readonly #read: SqlReader;
-  /** Where batches are written instead of here (a SQLite node's writer thread, which runs this class). */
-  readonly #write: ((batch: ClickBatch) => Promise<BatchResult>) | undefined;
+  /** Where batches and retention are written instead of `x` (a SQLite node's writer thread). */
+  readonly #writer: ClickWriter | undefined;
 
-  constructor(
-    x: SqlExecutor,
-    guard: BatchGuard,
-    read: SqlReader = x,
-    write?: (batch: ClickBatch) => Promise<BatchResult>,
-  ) {
+  constructor(x: SqlExecutor, guard: BatchGuard, read: SqlReader = x, writer?: ClickWriter) {
     this.#x = x;
     this.#guard = guard;
     this.#read = read;
-    this.#write = write;
+    this.#writer = writer;
   }
 
   async insertBatch(batch: ClickBatch): Promise<BatchResult> {
     if (batch.rows.length === 0) return { applied: true, rows: 0 };
-    if (this.#write !== undefined) return this.#write(batch);
+    if (this.#writer !== undefined) return this.#writer.insertBatch(batch);
     const { rows, hours } = await batchRows(batch);
     let written = 0;
     // The rollups go in the same transaction and under the same guard: a batch sent again adds
@@ -421,7 +425,9 @@ export class SqlClicks implements ClickStore {
     while (!opts.signal?.aborted) {
       // One short statement a chunk, oldest first along the created_at index: a retention delete
       // of millions of rows never holds a long lock, nor (SQLite runs in-process) the event loop.
-      const n = await this.#x.run(
+      // On a SQLite node, on its writer thread: a chunk on a log spread over many flows and sub-ids
+      // takes ~100 ms, the deletes touching as many index pages as the inserts did.
+      const n = await (this.#writer ?? this.#x).run(
         `DELETE FROM clicks WHERE click_id IN
            (SELECT click_id FROM clicks WHERE created_at < ? ORDER BY created_at LIMIT ?)`,
         [before, chunk],

@@ -78,7 +78,10 @@ export class SqlStorage implements Storage {
       backend.exec,
       this.#guard,
       backend.reader,
-      writer && ((batch) => writer.insertClicks(batch, clock.now())),
+      writer && {
+        insertBatch: (batch) => writer.insertClicks(batch, clock.now()),
+        run: (sql, params) => writer.run(sql, params, clock.now()),
+      },
     );
     this.conversions = new SqlConversions(backend.exec, clock, backend.reader);
     this.reports = new SqlReports(backend.exec, backend.reader);

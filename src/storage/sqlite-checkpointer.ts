@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import type { CheckpointReport } from './sqlite-wal-checkpoint.ts';
 
 /** How often the thread copies the write-ahead log into the database. */
 export const CHECKPOINT_INTERVAL_MS = 1000;
@@ -18,6 +19,30 @@ export interface CheckpointStats {
   last_error: string | null;
 }
 
+/** What checkpoints have done, from their reports: the `db` section's `checkpoints`. */
+export class CheckpointTally {
+  readonly #stats: CheckpointStats = { runs: 0, failures: 0, backlog_pages: 0, last_error: null };
+
+  record(r: CheckpointReport): void {
+    if ('error' in r) {
+      this.failed(r.error);
+      return;
+    }
+    this.#stats.runs++;
+    this.#stats.backlog_pages = Math.max(0, r.log - r.checkpointed);
+  }
+
+  /** The thread itself failed (it is not checkpointing until another starts). */
+  failed(message: string): void {
+    this.#stats.failures++;
+    this.#stats.last_error = message;
+  }
+
+  stats(): CheckpointStats {
+    return { ...this.#stats };
+  }
+}
+
 /**
  * Checkpoints of a node's SQLite file on a thread of their own (#12). In WAL mode SQLite copies the
  * log back into the database from inside a `COMMIT` once the log passes 1,000 pages: on a node that
@@ -30,7 +55,7 @@ export interface CheckpointStats {
  */
 export class SqliteCheckpointer {
   readonly #worker: Worker;
-  readonly #stats: CheckpointStats = { runs: 0, failures: 0, backlog_pages: 0, last_error: null };
+  readonly #tally = new CheckpointTally();
   #closed: Promise<void> | undefined;
   #exited = false;
 
@@ -40,20 +65,8 @@ export class SqliteCheckpointer {
       workerData: { path, intervalMs },
       execArgv: [],
     });
-    this.#worker.on('message', (m: { log?: number; checkpointed?: number; error?: string }) => {
-      if (m.log !== undefined && m.checkpointed !== undefined) {
-        this.#stats.runs++;
-        this.#stats.backlog_pages = Math.max(0, m.log - m.checkpointed);
-      }
-      if (m.error !== undefined) {
-        this.#stats.failures++;
-        this.#stats.last_error = m.error;
-      }
-    });
-    this.#worker.on('error', (err: Error) => {
-      this.#stats.failures++;
-      this.#stats.last_error = err.message;
-    });
+    this.#worker.on('message', (r: CheckpointReport) => this.#tally.record(r));
+    this.#worker.on('error', (err: Error) => this.#tally.failed(err.message));
     this.#worker.once('exit', () => {
       this.#exited = true;
     });
@@ -61,7 +74,7 @@ export class SqliteCheckpointer {
   }
 
   stats(): CheckpointStats {
-    return { ...this.#stats };
+    return this.#tally.stats();
   }
 
   /** Stops the thread after one last checkpoint; waits at most `timeoutMs` for it, then ends it. */

@@ -2,7 +2,7 @@ import type { DatabaseSync, SQLInputValue, StatementSync } from 'node:sqlite';
 import { ApiError } from '../errors/index.ts';
 import { TimeSlice } from '../time/index.ts';
 import type { BatchRow, BatchStatement } from './batch.ts';
-import type { QueryStats } from './query-stats.ts';
+import type { QueryTimer } from './query-stats.ts';
 import type { Row, SqlExecutor } from './sql.ts';
 
 /** SQLite primary result codes that mean the database itself is not usable (busy, I/O, corrupt...). */
@@ -38,12 +38,12 @@ function toParam(v: unknown): SQLInputValue {
 export class SqliteExecutor implements SqlExecutor {
   readonly dialect = 'sqlite' as const;
   readonly #db: DatabaseSync;
-  readonly #stats: QueryStats;
+  readonly #stats: QueryTimer;
   readonly #busyWaitMs: number;
   readonly #statements = new Map<string, StatementSync>();
   #gate: Promise<void> | null = null;
 
-  constructor(db: DatabaseSync, stats: QueryStats, { busyWaitMs = 0 }: { busyWaitMs?: number } = {}) {
+  constructor(db: DatabaseSync, stats: QueryTimer, { busyWaitMs = 0 }: { busyWaitMs?: number } = {}) {
     this.#db = db;
     this.#stats = stats;
     this.#busyWaitMs = busyWaitMs;
@@ -88,7 +88,7 @@ export class SqliteExecutor implements SqlExecutor {
       open = r;
     });
     try {
-      await this.#execWaiting('BEGIN IMMEDIATE', [], false);
+      await this.#execWaiting('BEGIN IMMEDIATE', [], false, true);
       try {
         const out = await fn(new SqliteTransaction(this));
         this.exec('COMMIT', [], false);
@@ -116,10 +116,18 @@ export class SqliteExecutor implements SqlExecutor {
   }
 
   /**
-   * {@link exec}, tried again on a timer while another connection holds the lock (up to
-   * `busyWaitMs`); the wait is timed with the statement, the tries that found it busy are not failures.
+   * {@link exec}, tried again on a timer while another connection holds the lock, until
+   * `busyWaitMs` has passed (the last try is at that deadline, so giving up means it was waited
+   * for). The wait is timed with the statement; tries that found the database busy are not
+   * failures. While it waited, a transaction of this connection may have begun: the next try waits
+   * for its gate rather than land inside it (`holdsGate`: the caller is that transaction).
    */
-  async #execWaiting(sql: string, params: readonly unknown[], rows: boolean): Promise<Row[] | number> {
+  async #execWaiting(
+    sql: string,
+    params: readonly unknown[],
+    rows: boolean,
+    holdsGate = false,
+  ): Promise<Row[] | number> {
     const start = this.#stats.clock.monotonic();
     // Real time, whatever clock the stats were given: this waits for another connection.
     const since = performance.now();
@@ -130,12 +138,12 @@ export class SqliteExecutor implements SqlExecutor {
         this.#stats.ok(start);
         return out;
       } catch (err) {
-        if (primaryCode(err) !== BUSY || performance.now() - since + pause > this.#busyWaitMs) {
-          return this.#failed(start, err);
-        }
+        const left = this.#busyWaitMs - (performance.now() - since);
+        if (primaryCode(err) !== BUSY || left <= 0) return this.#failed(start, err);
+        await new Promise<void>((r) => setTimeout(r, Math.min(pause, Math.ceil(left))));
+        pause = Math.min(pause * 2, BUSY_PAUSE_MAX_MS);
       }
-      await new Promise<void>((r) => setTimeout(r, pause));
-      pause = Math.min(pause * 2, BUSY_PAUSE_MAX_MS);
+      if (!holdsGate) while (this.#gate) await this.#gate;
     }
   }
 

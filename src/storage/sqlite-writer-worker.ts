@@ -1,9 +1,9 @@
 /**
  * The worker side of {@link SqliteWriter}: a second read-write connection to the node's SQLite file
  * that applies click and counter batches with the same code the node's own connection would use
- * (`SqlClicks.insertBatch`, `addCounters`, each under its batch guard). Large arrays arrive in
- * parts before the message that applies them (see `sqlite-writer.ts`); answers are
- * `{id, result}` or `{id, error}`.
+ * (`SqlClicks.insertBatch`, `addCounters`, each under its batch guard) and runs single statements
+ * (retention's chunks). Large arrays arrive in parts before the message that applies them (see
+ * `sqlite-writer.ts`); answers are `{id, result}` or `{id, error}`.
  */
 import { DatabaseSync } from 'node:sqlite';
 import { parentPort, workerData } from 'node:worker_threads';
@@ -12,16 +12,26 @@ import type { Clock } from '../time/index.ts';
 import { BatchGuard } from './batch-guard.ts';
 import { SqlClicks } from './clicks.ts';
 import { addCounters } from './counters.ts';
-import { QueryStats } from './query-stats.ts';
+import type { QueryTimer } from './query-stats.ts';
 import { SqliteExecutor } from './sqlite-executor.ts';
-import type { WriterAnswer, WriterMessage } from './sqlite-writer.ts';
+import { checkpointEvery } from './sqlite-wal-checkpoint.ts';
+import type { WriterAnswer, WriterFailure, WriterMessage } from './sqlite-writer.ts';
 import type { ClickBatch, CounterBatch } from './types.ts';
 
-const { path, cacheMb, busyTimeoutMs, walAutocheckpoint } = workerData as {
+const {
+  path,
+  cacheMb,
+  busyTimeoutMs,
+  walAutocheckpoint,
+  checkpointIntervalMs,
+  now: startedAt,
+} = workerData as {
   path: string;
   cacheMb: number | undefined;
   busyTimeoutMs: number;
   walAutocheckpoint: number | undefined;
+  checkpointIntervalMs: number | undefined;
+  now: number;
 };
 
 const db = new DatabaseSync(path);
@@ -29,11 +39,21 @@ const db = new DatabaseSync(path);
 db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}; PRAGMA foreign_keys = ON;`);
 if (cacheMb !== undefined) db.exec(`PRAGMA cache_size = ${-Math.floor(cacheMb) * 1024}`);
 if (walAutocheckpoint !== undefined) db.exec(`PRAGMA wal_autocheckpoint = ${walAutocheckpoint}`);
+// Between batches (one thread): what the checkpoint thread does for a node without this one.
+const checkpoints =
+  checkpointIntervalMs === undefined
+    ? undefined
+    : checkpointEvery(db, checkpointIntervalMs, (r) =>
+        parentPort!.postMessage({ checkpoint: r } satisfies WriterAnswer),
+      );
 
 // Time is the node's: each message carries its clock's reading (guard rows, their pruning).
-let now = 0;
+let now = startedAt;
 const clock: Clock = { now: () => now, monotonic: () => performance.now() };
-const exec = new SqliteExecutor(db, new QueryStats(clock));
+// The node times each message as one query; the statements here are not timed twice (and the
+// telemetry package, with pino and prom-client, stays out of this thread: ~40 MB of RSS).
+const untimed: QueryTimer = { clock, ok: () => {}, failed: () => {} };
+const exec = new SqliteExecutor(db, untimed);
 const guard = new BatchGuard(exec, clock);
 const clicks = new SqlClicks(exec, guard);
 
@@ -49,10 +69,21 @@ function withParts<T extends object>(id: number, head: T): T {
   return out as T;
 }
 
-async function apply(m: Exclude<WriterMessage, { op: 'part' }>): Promise<unknown> {
+async function apply(m: Extract<WriterMessage, { now: number }>): Promise<unknown> {
   now = m.now;
   if (m.op === 'clicks') return clicks.insertBatch(withParts<ClickBatch>(m.id, m.batch));
-  return addCounters(guard, withParts<CounterBatch>(m.id, m.batch));
+  if (m.op === 'counters') return addCounters(guard, withParts<CounterBatch>(m.id, m.batch));
+  return exec.run(m.sql, m.params);
+}
+
+function failure(err: unknown): WriterFailure {
+  const e = err instanceof Error ? err : new Error(String(err));
+  return {
+    message: e.message,
+    code: err instanceof ApiError ? err.code : null,
+    cause: e.cause === undefined ? null : describeCause(e.cause),
+    unavailable: err instanceof ApiError && err.code === 'db.unavailable',
+  };
 }
 
 const answer = (a: WriterAnswer) => parentPort!.postMessage(a);
@@ -63,9 +94,14 @@ let queue: Promise<void> = Promise.resolve();
 parentPort!.on('message', (m: WriterMessage | 'close') => {
   if (m === 'close') {
     queue = queue.then(() => {
+      checkpoints?.stop();
       if (db.isOpen) db.close();
       parentPort!.close();
     });
+    return;
+  }
+  if (m.op === 'drop') {
+    parts.delete(m.id);
     return;
   }
   if (m.op === 'part') {
@@ -81,14 +117,7 @@ parentPort!.on('message', (m: WriterMessage | 'close') => {
       answer({ id: m.id, result: await apply(m) });
     } catch (err) {
       parts.delete(m.id);
-      answer({
-        id: m.id,
-        error: {
-          message: describeCause(err),
-          code: err instanceof ApiError ? err.code : null,
-          unavailable: err instanceof ApiError && err.code === 'db.unavailable',
-        },
-      });
+      answer({ id: m.id, error: failure(err) });
     }
   });
 });

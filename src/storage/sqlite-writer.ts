@@ -2,6 +2,8 @@ import { Worker } from 'node:worker_threads';
 import { ApiError, type ErrorCode } from '../errors/index.ts';
 import { TimeSlice } from '../time/index.ts';
 import type { QueryStats } from './query-stats.ts';
+import { type CheckpointStats, CheckpointTally } from './sqlite-checkpointer.ts';
+import type { CheckpointReport } from './sqlite-wal-checkpoint.ts';
 import type { BatchResult, ClickBatch, CounterBatch } from './types.ts';
 
 /**
@@ -10,15 +12,29 @@ import type { BatchResult, ClickBatch, CounterBatch } from './types.ts';
  */
 const ITEMS_PER_MESSAGE = 1000;
 
-/** What the node sends the writer thread: array parts first, then the batch that applies them. */
+/**
+ * What the node sends the writer thread: array parts first, then the message that applies them
+ * (`drop` forgets the parts of a message that will not come).
+ */
 export type WriterMessage =
   | { id: number; op: 'part'; key: string; items: unknown[] }
+  | { id: number; op: 'drop' }
   | { id: number; op: 'clicks'; now: number; batch: ClickBatch }
-  | { id: number; op: 'counters'; now: number; batch: CounterBatch };
+  | { id: number; op: 'counters'; now: number; batch: CounterBatch }
+  | { id: number; op: 'run'; now: number; sql: string; params: unknown[] };
+
+/** A failure as it crosses threads: the error's own message and code, its causes described apart. */
+export interface WriterFailure {
+  message: string;
+  code: ErrorCode | null;
+  cause: string | null;
+  unavailable: boolean;
+}
 
 export type WriterAnswer =
   | { id: number; result: unknown }
-  | { id: number; error: { message: string; code: ErrorCode | null; unavailable: boolean } };
+  | { id: number; error: WriterFailure }
+  | { checkpoint: CheckpointReport };
 
 export interface SqliteWriterOptions {
   path: string;
@@ -27,29 +43,38 @@ export interface SqliteWriterOptions {
   cacheMb?: number;
   busyTimeoutMs: number;
   walAutocheckpoint?: number;
+  /**
+   * Checkpoint the write-ahead log from the writer's connection this often (what
+   * {@link SqliteCheckpointer}'s thread does otherwise: one thread, not two; each thread that runs
+   * TypeScript loads its own copy of Node's type stripper, ~35 MB of RSS).
+   */
+  checkpointIntervalMs?: number;
 }
 
 interface Pending {
+  worker: Worker;
   resolve: (v: unknown) => void;
   reject: (e: Error) => void;
   start: number;
 }
 
 /**
- * The click log's and the counters' batches of a SQLite node, applied on a thread of their own
- * (#12). `node:sqlite` is synchronous: on the node's connection a batch's inserts and, above all,
- * its `COMMIT` (which writes every page the batch dirtied) held the event loop — 39–56 ms for a
- * counter flush of 10,000 streams, and a click batch on a log of a million clicks ~1 s of CPU for
- * 10,000 clicks, half of it in one `COMMIT` call. Here a second read-write connection to the same
- * file applies them with the same code (`SqlClicks.insertBatch`, `addCounters`, under their batch
- * guards), while the node's connection keeps everything else. SQLite lets one connection write at
- * a time: the node's connection does not sleep in SQLite's busy handler while this one commits,
- * its executor waits on a timer instead (`SqliteExecutor`), so `/go` is answered meanwhile.
+ * The click log's and the counters' batches of a SQLite node, and its click retention, applied on
+ * a thread of their own (#12). `node:sqlite` is synchronous: on the node's connection a batch's
+ * inserts and, above all, its `COMMIT` (which writes every page the batch dirtied) held the event
+ * loop — 32 ms for a counter flush of 10,000 streams, 207 ms for a 10,000-click batch into a log of
+ * a million clicks (docs/PERFORMANCE.md), a retention chunk ~100 ms. Here a second read-write
+ * connection to the same file runs the same code (`SqlClicks.insertBatch`, `addCounters`, under
+ * their batch guards; retention's chunk statements), while the node's connection keeps everything
+ * else. SQLite lets one connection write at a time: the node's connection does not sleep in
+ * SQLite's busy handler while this one commits, its executor waits on a timer instead
+ * (`SqliteExecutor`), so `/go` is answered meanwhile.
  *
- * Each batch is timed as one query of the `db` section, from sending to the answer. Started on the
- * first batch; one batch at a time, in order; a thread that dies fails its batches with
- * `db.unavailable` (the click log and the counters keep them and retry with the same batch id,
- * so nothing is written twice) and the next batch starts a new one.
+ * Each message is timed as one query of the `db` section, from sending to the answer; one at a
+ * time, in order. A thread that dies fails the messages it held with `db.unavailable` (the click
+ * log and the counters keep their batches and retry them with the same batch id, so nothing is
+ * written twice) and the next message starts a new thread. The thread never keeps the process
+ * alive while idle.
  */
 export class SqliteWriter {
   readonly #o: SqliteWriterOptions;
@@ -57,21 +82,40 @@ export class SqliteWriter {
   #next = 0;
   readonly #pending = new Map<number, Pending>();
   readonly #inflight = new Set<Promise<unknown>>();
+  readonly #checkpoints = new CheckpointTally();
   #closed = false;
 
   constructor(options: SqliteWriterOptions) {
     this.#o = options;
   }
 
+  /** What the writer's checkpoints have done (with `checkpointIntervalMs`). */
+  checkpoints(): CheckpointStats {
+    return this.#checkpoints.stats();
+  }
+
+  /**
+   * Starts the thread now rather than on the first batch (~0.1 s), so that a node's first flush,
+   * perhaps the last one of a graceful stop, does not wait for it.
+   */
+  start(): void {
+    if (!this.#closed) this.#worker ??= this.#spawn();
+  }
+
   insertClicks(batch: ClickBatch, now: number): Promise<BatchResult> {
-    return this.#send('clicks', batch, now, ['rows']) as Promise<BatchResult>;
+    return this.#send({ op: 'clicks', now, batch }, ['rows']) as Promise<BatchResult>;
   }
 
   addCounters(batch: CounterBatch, now: number): Promise<boolean> {
-    return this.#send('counters', batch, now, ['streams', 'flows', 'days']) as Promise<boolean>;
+    return this.#send({ op: 'counters', now, batch }, ['streams', 'flows', 'days']) as Promise<boolean>;
   }
 
-  #start(): Worker {
+  /** One statement on the writer's connection (a retention chunk); the rows it changed. */
+  run(sql: string, params: readonly unknown[], now: number): Promise<number> {
+    return this.#send({ op: 'run', now, sql, params: [...params] }, []) as Promise<number>;
+  }
+
+  #spawn(): Worker {
     // No inherited Node flags: some (e.g. --input-type) are refused for a worker, none are needed.
     const w = new Worker(new URL('./sqlite-writer-worker.ts', import.meta.url), {
       workerData: {
@@ -79,24 +123,26 @@ export class SqliteWriter {
         cacheMb: this.#o.cacheMb,
         busyTimeoutMs: this.#o.busyTimeoutMs,
         walAutocheckpoint: this.#o.walAutocheckpoint,
+        checkpointIntervalMs: this.#o.checkpointIntervalMs,
+        now: this.#o.stats.clock.now(),
       },
       execArgv: [],
     });
     w.on('message', (m: WriterAnswer) => {
+      if ('checkpoint' in m) {
+        this.#checkpoints.record(m.checkpoint);
+        return;
+      }
       const p = this.#pending.get(m.id);
       if (p === undefined) return;
-      this.#pending.delete(m.id);
-      // Idle, the thread does not keep the process alive; a batch under way does.
-      if (this.#pending.size === 0) w.unref();
+      this.#settled(m.id, p);
       if ('result' in m) {
         this.#o.stats.ok(p.start);
         p.resolve(m.result);
         return;
       }
-      const e = m.error;
-      const err =
-        e.code !== null ? new ApiError(e.code, e.message) : new Error(`SQLite batch failed: ${e.message}`);
-      this.#o.stats.failed(p.start, err, e.unavailable);
+      const err = rebuilt(m.error);
+      this.#o.stats.failed(p.start, err, m.error.unavailable);
       p.reject(err);
     });
     w.on('error', (err: unknown) => this.#fail(w, err instanceof Error ? err : new Error(String(err))));
@@ -105,37 +151,50 @@ export class SqliteWriter {
     return w;
   }
 
+  /** Forgets a message; its thread is let go when it holds nothing more. */
+  #settled(id: number, p: Pending): void {
+    this.#pending.delete(id);
+    for (const other of this.#pending.values()) if (other.worker === p.worker) return;
+    p.worker.unref();
+  }
+
+  /** A thread that failed or stopped: its messages fail, and the next message starts another. */
   #fail(w: Worker, err: Error): void {
-    if (this.#worker === w) this.#worker = undefined;
+    if (this.#worker === w) {
+      this.#worker = undefined;
+      if (this.#o.checkpointIntervalMs !== undefined && !this.#closed) this.#checkpoints.failed(err.message);
+    }
     const failed = new ApiError('db.unavailable', err.message, { cause: err });
-    for (const p of this.#pending.values()) {
+    for (const [id, p] of this.#pending) {
+      if (p.worker !== w) continue;
+      this.#pending.delete(id);
       this.#o.stats.failed(p.start, failed, true);
       p.reject(failed);
     }
-    this.#pending.clear();
   }
 
-  async #send(
-    op: 'clicks' | 'counters',
-    batch: ClickBatch | CounterBatch,
-    now: number,
-    arrays: readonly string[],
-  ): Promise<unknown> {
+  async #send(message: Record<string, unknown>, arrays: readonly string[]): Promise<unknown> {
     if (this.#closed) throw new ApiError('db.unavailable', 'the SQLite writer is closed');
-    this.#worker ??= this.#start();
-    const w = this.#worker;
+    this.start();
+    const w = this.#worker!;
     w.ref();
     const id = ++this.#next;
     const start = this.#o.stats.clock.monotonic();
-    const done = new Promise<unknown>((resolve, reject) => this.#pending.set(id, { resolve, reject, start }));
+    const pending = { worker: w, start } as Pending;
+    const done = new Promise<unknown>((resolve, reject) => {
+      pending.resolve = resolve;
+      pending.reject = reject;
+    });
+    this.#pending.set(id, pending);
     this.#inflight.add(done);
     const settled = () => this.#inflight.delete(done);
     done.then(settled, settled);
-    const head: Record<string, unknown> = { ...batch };
-    const slice = new TimeSlice();
     try {
+      const batch = message.batch as Record<string, unknown> | undefined;
+      const head = batch === undefined ? message : { ...message, batch: { ...batch } };
+      const slice = new TimeSlice();
       for (const key of arrays) {
-        const items = head[key] as unknown[] | undefined;
+        const items = batch?.[key] as unknown[] | undefined;
         if (items === undefined || items.length <= ITEMS_PER_MESSAGE) continue;
         for (let i = 0; i < items.length; i += ITEMS_PER_MESSAGE) {
           w.postMessage({
@@ -146,20 +205,25 @@ export class SqliteWriter {
           } satisfies WriterMessage);
           await slice.pause();
         }
-        head[key] = [];
+        (head.batch as Record<string, unknown>)[key] = [];
       }
-      w.postMessage({ id, op, now, batch: head } as unknown as WriterMessage);
+      w.postMessage({ ...head, id });
     } catch (err) {
-      // A batch that cannot be cloned is a programming error; its parts sent so far stay unused.
-      this.#pending.get(id)?.resolve(undefined);
-      this.#pending.delete(id);
+      // A value that cannot be copied to the thread (a programming error: clicks and counters are
+      // plain data). The thread forgets the parts it was sent; the caller gets the error.
+      if (this.#pending.get(id) === pending) {
+        this.#settled(id, pending);
+        this.#o.stats.failed(start, err, false);
+        pending.resolve(undefined);
+        w.postMessage({ id, op: 'drop' } satisfies WriterMessage);
+      }
       throw err;
     }
     return done;
   }
 
   /**
-   * Waits for the batches under way (a graceful stop's last flush among them), then closes the
+   * Waits for the messages under way (a graceful stop's last flush among them), then closes the
    * writer's connection and stops the thread; ends it after `timeoutMs` if it does not stop.
    */
   async close(timeoutMs = 5000): Promise<void> {
@@ -177,4 +241,10 @@ export class SqliteWriter {
       w.postMessage('close');
     });
   }
+}
+
+/** The thread's failure as this thread's error: the same code and message, its causes kept as text. */
+function rebuilt(f: WriterFailure): Error {
+  const opts = f.cause === null ? {} : { cause: new Error(f.cause) };
+  return f.code !== null ? new ApiError(f.code, f.message, opts) : new Error(f.message, opts);
 }

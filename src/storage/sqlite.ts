@@ -19,8 +19,8 @@ const BUSY_TIMEOUT_MS = 5000;
 export interface SqliteOptions {
   /**
    * Copy the write-ahead log back into the database on a thread of its own (see
-   * {@link SqliteCheckpointer}) rather than inside the commits of this connection. For a node;
-   * short-lived commands leave it to SQLite.
+   * {@link SqliteCheckpointer}; the writer thread's connection does it when there is one) rather
+   * than inside the commits of this connection. For a node; short-lived commands leave it to SQLite.
    */
   checkpointThread?: boolean;
   /** How often that thread checkpoints; {@link CHECKPOINT_INTERVAL_MS} unless a test says otherwise. */
@@ -62,11 +62,9 @@ export function openSqlite(path: string, clock: Clock, options: SqliteOptions = 
   } catch (err) {
     throw new ApiError('db.unavailable', `cannot open SQLite database at ${path}`, { cause: err });
   }
-  let checkpointer: SqliteCheckpointer | undefined;
-  if (file && options.checkpointThread === true) {
-    db.exec(`PRAGMA wal_autocheckpoint = ${WAL_PAGES_BEFORE_INLINE_CHECKPOINT}`);
-    checkpointer = new SqliteCheckpointer(path, options.checkpointIntervalMs ?? CHECKPOINT_INTERVAL_MS);
-  }
+  const checkpointThread = file && options.checkpointThread === true;
+  if (checkpointThread) db.exec(`PRAGMA wal_autocheckpoint = ${WAL_PAGES_BEFORE_INLINE_CHECKPOINT}`);
+  const checkpointIntervalMs = options.checkpointIntervalMs ?? CHECKPOINT_INTERVAL_MS;
   const stats = new QueryStats(clock);
   // Reports' scans read on their own thread.
   const reader = file ? new SqliteReader(path, stats) : undefined;
@@ -76,9 +74,15 @@ export function openSqlite(path: string, clock: Clock, options: SqliteOptions = 
         stats,
         busyTimeoutMs: BUSY_TIMEOUT_MS,
         ...(options.cacheMb !== undefined ? { cacheMb: options.cacheMb } : {}),
-        ...(checkpointer ? { walAutocheckpoint: WAL_PAGES_BEFORE_INLINE_CHECKPOINT } : {}),
+        // The writer checkpoints too: one thread rather than two.
+        ...(checkpointThread
+          ? { walAutocheckpoint: WAL_PAGES_BEFORE_INLINE_CHECKPOINT, checkpointIntervalMs }
+          : {}),
       })
     : undefined;
+  const checkpointer =
+    checkpointThread && writer === undefined ? new SqliteCheckpointer(path, checkpointIntervalMs) : undefined;
+  writer?.start();
   return new SqlStorage(
     {
       driver: 'sqlite',
@@ -99,6 +103,7 @@ export function openSqlite(path: string, clock: Clock, options: SqliteOptions = 
       ...(reader ? { reader } : {}),
       ...(writer ? { writer } : {}),
       ...(checkpointer ? { checkpoints: () => checkpointer.stats() } : {}),
+      ...(writer && checkpointThread ? { checkpoints: () => writer.checkpoints() } : {}),
     },
     clock,
   );

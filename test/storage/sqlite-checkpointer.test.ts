@@ -51,31 +51,34 @@ const clicks = (n: number) =>
   Array.from({ length: n }, (_, i) => newClick({ click_id: `k${String(i).padStart(9, '0')}` }));
 
 describe('the SQLite checkpoint thread (#12)', () => {
-  test("a node's log goes back into the database from the thread, not from the node's commits", async () => {
-    await withDatabase(async (path) => {
-      // The thread waits 5 s between checkpoints: the first comes after the batch below is written.
-      const s = openSqlite(path, systemClock, { checkpointThread: true, checkpointIntervalMs: 5000 });
-      await s.migrate();
-      await s.clicks.insertBatch({ id: newBatchId(), server_id: 'n1', rows: clicks(CLICKS) });
-      // SQLite's default would have checkpointed inside that commit (the log is past 1,000 pages);
-      // the node's connection left the whole log for the thread (unless the thread ran meanwhile).
-      const log = walIndex(path);
-      const ran = s.stats().checkpoints!.runs > 0;
-      assert.ok(log.frames > 1000, `${log.frames} pages in the log after the batch`);
-      if (!ran) assert.equal(log.backfilled, 0, 'pages copied into the database by the commit');
-      await until(
-        'the thread to checkpoint',
-        () => walIndex(path).backfilled === walIndex(path).frames,
-        15_000,
-        50,
-      );
-      const cp = s.stats().checkpoints!;
-      assert.ok(cp.runs > 0);
-      assert.equal(cp.failures, 0, cp.last_error ?? '');
-      await s.close();
-      assert.equal(storedClicks(path), CLICKS, 'everything is in the file');
+  for (const writeThread of [false, true]) {
+    const where = writeThread ? "the writer thread's connection" : 'the checkpoint thread';
+    test(`a node's log goes back into the database from ${where}, not from the node's commits`, async () => {
+      await withDatabase(async (path) => {
+        // Checkpoints come every 5 s: the first after the batch below is written.
+        const s = openSqlite(path, systemClock, {
+          checkpointThread: true,
+          checkpointIntervalMs: 5000,
+          writeThread,
+        });
+        await s.migrate();
+        await s.clicks.insertBatch({ id: newBatchId(), server_id: 'n1', rows: clicks(CLICKS) });
+        // SQLite's default would have checkpointed inside that commit (the log is past 1,000
+        // pages); the committing connection left the whole log for the checkpoints (unless one ran
+        // meanwhile).
+        const log = walIndex(path);
+        const ran = s.stats().checkpoints!.runs > 0;
+        assert.ok(log.frames > 1000, `${log.frames} pages in the log after the batch`);
+        if (!ran) assert.equal(log.backfilled, 0, 'pages copied into the database by the commit');
+        await until('a checkpoint', () => walIndex(path).backfilled === walIndex(path).frames, 15_000, 50);
+        const cp = s.stats().checkpoints!;
+        assert.ok(cp.runs > 0);
+        assert.equal(cp.failures, 0, cp.last_error ?? '');
+        await s.close();
+        assert.equal(storedClicks(path), CLICKS, 'everything is in the file');
+      });
     });
-  });
+  }
 
   test('storage for a one-off command has no thread, and SQLite checkpoints as usual', async () => {
     await withDatabase(async (path) => {

@@ -9,22 +9,6 @@ import { QueryStats } from '../../src/storage/query-stats.ts';
 import { SqliteExecutor } from '../../src/storage/sqlite-executor.ts';
 import { systemClock } from '../../src/time/index.ts';
 
-/** Event-loop turns taken while `p` is pending: the loop was free if there were many. */
-async function turnsWhile<T>(p: Promise<T>): Promise<{ value: T; turns: number }> {
-  let turns = 0;
-  let on = true;
-  const tick = () => {
-    turns++;
-    if (on) setImmediate(tick);
-  };
-  setImmediate(tick);
-  try {
-    return { value: await p, turns };
-  } finally {
-    on = false;
-  }
-}
-
 describe("SQLite executor: waiting for another connection's lock", () => {
   let dir: string;
   let db: DatabaseSync;
@@ -55,11 +39,13 @@ describe("SQLite executor: waiting for another connection's lock", () => {
     const errorsBefore = stats.recorder.errors;
     const write = exec.run('INSERT INTO t VALUES (2)');
     const transaction = exec.transaction(async (tx) => tx.run('INSERT INTO t VALUES (3)'));
-    // Released only after the loop has turned: a statement sleeping in SQLite would have blocked it.
-    let released = 0;
+    // Released from a later event-loop turn: a statement sleeping in SQLite's busy handler would
+    // hold the loop and never see it (the test would time out); one that does not wait at all
+    // would fail at once.
     const release = new Promise<void>((resolve) => {
+      let turns = 0;
       const wait = () => {
-        if (++released < 50) {
+        if (++turns < 50) {
           setImmediate(wait);
           return;
         }
@@ -68,8 +54,7 @@ describe("SQLite executor: waiting for another connection's lock", () => {
       };
       setImmediate(wait);
     });
-    const { turns } = await turnsWhile(Promise.all([write, transaction, release]));
-    assert.ok(turns >= 50, `the event loop turned ${turns} times while the statements waited`);
+    await Promise.all([write, transaction, release]);
     const rows = db.prepare('SELECT n FROM t ORDER BY n').all() as { n: number }[];
     assert.deepEqual(
       rows.map((r) => r.n),
@@ -79,18 +64,42 @@ describe("SQLite executor: waiting for another connection's lock", () => {
     assert.equal(stats.recorder.errors, errorsBefore, 'nor counted as an error');
   });
 
+  test('a write that waited does not land inside a transaction that began meanwhile', async () => {
+    other.exec('BEGIN IMMEDIATE');
+    const lone = exec.run('INSERT INTO t VALUES (10)');
+    await new Promise((r) => setTimeout(r, 5));
+    other.exec('COMMIT');
+    // Before the lone write's next try, a transaction of the same connection takes the lock,
+    // awaits a timer, and fails: its rollback must not take the lone write with it.
+    const failed = exec
+      .transaction(async (tx) => {
+        await tx.run('INSERT INTO t VALUES (11)');
+        await new Promise((r) => setTimeout(r, 50));
+        throw new Error('rolled back');
+      })
+      .catch((err: Error) => err.message);
+    assert.equal(await lone, 1);
+    assert.equal(await failed, 'rolled back');
+    const rows = db.prepare('SELECT n FROM t WHERE n >= 10 ORDER BY n').all() as { n: number }[];
+    assert.deepEqual(
+      rows.map((r) => r.n),
+      [10],
+    );
+  });
+
   test('a wait longer than busyWaitMs fails as db.unavailable, and reads never wait', async () => {
     const short = new SqliteExecutor(db, new QueryStats(systemClock), { busyWaitMs: 50 });
+    const committed = (db.prepare('SELECT COUNT(*) AS n FROM t').get() as { n: number }).n;
     other.exec('BEGIN IMMEDIATE; INSERT INTO t VALUES (4)');
     try {
       // WAL: a reader sees the last commit while the other connection writes.
-      assert.equal((await short.all<{ n: number }>('SELECT COUNT(*) AS n FROM t'))[0]!.n, 3);
+      assert.equal((await short.all<{ n: number }>('SELECT COUNT(*) AS n FROM t'))[0]!.n, committed);
       const started = performance.now();
       await assert.rejects(
         short.run('INSERT INTO t VALUES (5)'),
         (err) => err instanceof ApiError && err.code === 'db.unavailable',
       );
-      assert.ok(performance.now() - started >= 40, 'it waited before giving up');
+      assert.ok(performance.now() - started >= 50, 'it waited the whole busyWaitMs before giving up');
     } finally {
       other.exec('ROLLBACK');
     }

@@ -1,12 +1,15 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
-import { ApiError } from '../../src/errors/index.ts';
+import { ApiError, describeCause } from '../../src/errors/index.ts';
 import { newBatchId, openSqlite, type Storage } from '../../src/storage/index.ts';
+import { QueryStats } from '../../src/storage/query-stats.ts';
+import { SqliteWriter } from '../../src/storage/sqlite-writer.ts';
 import { systemClock } from '../../src/time/index.ts';
 import { newClick } from '../helpers/records.ts';
 
@@ -30,23 +33,31 @@ describe('the SQLite writer thread (#12)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  test('a refused batch keeps its error code, each batch is one query of the db section', async () => {
+  test('a refused batch keeps its error code and message, each batch is one query of the db section', async () => {
     const { queries, errors } = storage.stats();
     const batch = {
       id: newBatchId(),
       server_id: null,
       rows: [newClick({ device_type: 'toaster' as never })],
     };
-    await assert.rejects(
-      storage.clicks.insertBatch(batch),
-      (err) => err instanceof ApiError && err.code === 'resource.conflict',
-    );
+    await assert.rejects(storage.clicks.insertBatch(batch), (err) => {
+      assert.ok(err instanceof ApiError && err.code === 'resource.conflict');
+      // As the node's own connection words it; SQLite's reason is the cause, not the message.
+      assert.equal(err.message, new ApiError('resource.conflict').message);
+      assert.match(describeCause(err.cause), /CHECK constraint failed/);
+      return true;
+    });
     const ok = { id: newBatchId(), server_id: 'n1', rows: [newClick(), newClick()] };
     assert.deepEqual(await storage.clicks.insertBatch(ok), { applied: true, rows: 2 });
     const db = storage.stats();
     assert.equal(db.queries - queries, 2);
     assert.equal(db.errors - errors, 1, 'the refused one counted as an error');
     assert.equal(db.status, 'up', 'a refused batch is not the database down');
+    assert.doesNotMatch(
+      db.last_error ?? '',
+      /ApiError \[resource\.conflict\]: ApiError/,
+      'the cause is not repeated',
+    );
   });
 
   test('closing waits for the batches under way: a stop persists what was sent', async () => {
@@ -77,5 +88,65 @@ describe('the SQLite writer thread (#12)', () => {
       timeout: 20_000,
     });
     assert.equal(stdout.trim(), 'applied true');
+  });
+
+  test('a thread that cannot open the file fails its batch; the next starts a new thread, and a retry writes once', async () => {
+    const base = mkdtempSync(join(tmpdir(), 'sluice-writer-gone-'));
+    const real = join(base, 'real');
+    const file = join(real, 'w.db');
+    const s = openSqlite(file, systemClock);
+    await s.migrate();
+    await s.close();
+    const hidden = join(base, 'hidden');
+    renameSync(real, hidden);
+    const stats = new QueryStats(systemClock);
+    const writer = new SqliteWriter({ path: file, stats, busyTimeoutMs: 1000 });
+    try {
+      const first = { id: newBatchId(), server_id: null, rows: [newClick({ click_id: 'first' })] };
+      const second = { id: newBatchId(), server_id: null, rows: [newClick({ click_id: 'second' })] };
+      await assert.rejects(
+        writer.insertClicks(first, Date.now()),
+        (err) => err instanceof ApiError && err.code === 'db.unavailable',
+      );
+      assert.equal(stats.up, false);
+      renameSync(hidden, real);
+      // Sent while the failed thread may still be exiting: its exit must not fail this batch.
+      assert.deepEqual(await writer.insertClicks(second, Date.now()), { applied: true, rows: 1 });
+      assert.deepEqual(await writer.insertClicks(first, Date.now()), { applied: true, rows: 1 });
+      assert.deepEqual(await writer.insertClicks(first, Date.now()), { applied: false, rows: 0 });
+      const raw = new DatabaseSync(file);
+      const rows = raw.prepare('SELECT click_id FROM clicks ORDER BY click_id').all() as {
+        click_id: string;
+      }[];
+      raw.close();
+      assert.deepEqual(
+        rows.map((r) => r.click_id),
+        ['first', 'second'],
+      );
+    } finally {
+      await writer.close();
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
+  test('a batch that cannot be copied to the thread fails here and is counted; the thread goes on', async () => {
+    const stats = new QueryStats(systemClock);
+    const writer = new SqliteWriter({ path, stats, busyTimeoutMs: 1000 });
+    try {
+      const rows = Array.from({ length: 1500 }, () => newClick({ flow_id: 'uncopyable' }));
+      // In the second part: the first has already gone to the thread.
+      (rows[1200] as unknown as { extra: unknown }).extra = () => {};
+      await assert.rejects(writer.insertClicks({ id: newBatchId(), server_id: null, rows }, Date.now()), {
+        name: 'DataCloneError',
+      });
+      assert.equal(stats.recorder.errors, 1);
+      // The thread goes on with the next batch, and closing does not wait for the failed one.
+      const ok = { id: newBatchId(), server_id: null, rows: [newClick({ flow_id: 'uncopyable' })] };
+      assert.deepEqual(await writer.insertClicks(ok, Date.now()), { applied: true, rows: 1 });
+    } finally {
+      await writer.close();
+    }
+    const page = await storage.clicks.list({ filter: { flow_id: 'uncopyable' }, limit: 5 });
+    assert.equal(page.total, 1);
   });
 });

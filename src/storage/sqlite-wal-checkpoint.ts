@@ -1,0 +1,33 @@
+import type { DatabaseSync } from 'node:sqlite';
+
+/** What one checkpoint reports: the log's pages and how many of them are in the database now, or why it failed. */
+export type CheckpointReport = { log: number; checkpointed: number } | { error: string };
+
+/**
+ * Copies the write-ahead log back into the database every `intervalMs` with `db` (a passive
+ * checkpoint: it never waits for, nor blocks, a writer), on whichever worker thread owns `db`: the
+ * checkpoint thread's, or a node's writer thread's. `stop` ends the loop after one last checkpoint.
+ */
+export function checkpointEvery(
+  db: DatabaseSync,
+  intervalMs: number,
+  report: (r: CheckpointReport) => void,
+): { stop(): void } {
+  const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
+  const run = () => {
+    try {
+      const r = checkpoint.get() as { busy: number; log: number; checkpointed: number } | undefined;
+      if (r !== undefined) report({ log: r.log, checkpointed: r.checkpointed });
+    } catch (err) {
+      // The writing connection checkpoints itself when the log grows past its limit: nothing is lost.
+      report({ error: (err as Error).message });
+    }
+  };
+  const timer = setInterval(run, intervalMs);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      run();
+    },
+  };
+}
