@@ -13,6 +13,7 @@ const loop = checkpointEvery(db, intervalMs, (r) => parentPort!.postMessage(r));
 parentPort!.on('message', (m: unknown) => {
   if (m !== 'close') return;
   loop.stop();
+  loop.run();
   db.close();
   parentPort!.close();
 });

@@ -5,14 +5,18 @@ export type CheckpointReport = { log: number; checkpointed: number } | { error: 
 
 /**
  * Copies the write-ahead log back into the database every `intervalMs` with `db` (a passive
- * checkpoint: it never waits for, nor blocks, a writer), on whichever worker thread owns `db`: the
- * checkpoint thread's, or a node's writer thread's. `stop` ends the loop after one last checkpoint.
+ * checkpoint: it never waits for, nor blocks, another connection's writer), on whichever worker
+ * thread owns `db`: the checkpoint thread's, or a node's writer thread's. On a connection that also
+ * writes, `schedule` must run each checkpoint outside that connection's transactions (SQLite
+ * refuses a checkpoint inside one: "database table is locked"): the writer queues it behind its
+ * batches. `stop` ends the loop; the owner runs one last checkpoint with `run`.
  */
 export function checkpointEvery(
   db: DatabaseSync,
   intervalMs: number,
   report: (r: CheckpointReport) => void,
-): { stop(): void } {
+  schedule: (run: () => void) => void = (run) => run(),
+): { run(): void; stop(): void } {
   const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
   const run = () => {
     try {
@@ -23,11 +27,6 @@ export function checkpointEvery(
       report({ error: (err as Error).message });
     }
   };
-  const timer = setInterval(run, intervalMs);
-  return {
-    stop: () => {
-      clearInterval(timer);
-      run();
-    },
-  };
+  const timer = setInterval(() => schedule(run), intervalMs);
+  return { run, stop: () => clearInterval(timer) };
 }

@@ -7,7 +7,7 @@
  */
 import { DatabaseSync } from 'node:sqlite';
 import { parentPort, workerData } from 'node:worker_threads';
-import { ApiError, describeCause } from '../errors/index.ts';
+import { ApiError } from '../errors/index.ts';
 import type { Clock } from '../time/index.ts';
 import { BatchGuard } from './batch-guard.ts';
 import { SqlClicks } from './clicks.ts';
@@ -39,13 +39,6 @@ const db = new DatabaseSync(path);
 db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}; PRAGMA foreign_keys = ON;`);
 if (cacheMb !== undefined) db.exec(`PRAGMA cache_size = ${-Math.floor(cacheMb) * 1024}`);
 if (walAutocheckpoint !== undefined) db.exec(`PRAGMA wal_autocheckpoint = ${walAutocheckpoint}`);
-// Between batches (one thread): what the checkpoint thread does for a node without this one.
-const checkpoints =
-  checkpointIntervalMs === undefined
-    ? undefined
-    : checkpointEvery(db, checkpointIntervalMs, (r) =>
-        parentPort!.postMessage({ checkpoint: r } satisfies WriterAnswer),
-      );
 
 // Time is the node's: each message carries its clock's reading (guard rows, their pruning).
 let now = startedAt;
@@ -76,12 +69,20 @@ async function apply(m: Extract<WriterMessage, { now: number }>): Promise<unknow
   return exec.run(m.sql, m.params);
 }
 
+/** The first cause as it would read on the node's own connection: its name, code and message. */
+function causeOf(cause: unknown): WriterFailure['cause'] {
+  if (cause === undefined || cause === null) return null;
+  if (!(cause instanceof Error)) return { name: 'Error', code: null, message: String(cause) };
+  const code = (cause as { code?: unknown }).code;
+  return { name: cause.name, code: typeof code === 'string' ? code : null, message: cause.message };
+}
+
 function failure(err: unknown): WriterFailure {
   const e = err instanceof Error ? err : new Error(String(err));
   return {
     message: e.message,
     code: err instanceof ApiError ? err.code : null,
-    cause: e.cause === undefined ? null : describeCause(e.cause),
+    cause: causeOf(e.cause),
     unavailable: err instanceof ApiError && err.code === 'db.unavailable',
   };
 }
@@ -91,10 +92,25 @@ const answer = (a: WriterAnswer) => parentPort!.postMessage(a);
 // One batch at a time, in the order sent: the node's connection and this one take turns anyway.
 let queue: Promise<void> = Promise.resolve();
 
+// What the checkpoint thread does for a node without this one, queued between batches: a batch's
+// transaction lets the event loop turn, and a checkpoint inside it would fail.
+const checkpoints =
+  checkpointIntervalMs === undefined
+    ? undefined
+    : checkpointEvery(
+        db,
+        checkpointIntervalMs,
+        (r) => parentPort!.postMessage({ checkpoint: r } satisfies WriterAnswer),
+        (run) => {
+          queue = queue.then(run);
+        },
+      );
+
 parentPort!.on('message', (m: WriterMessage | 'close') => {
   if (m === 'close') {
     queue = queue.then(() => {
       checkpoints?.stop();
+      checkpoints?.run();
       if (db.isOpen) db.close();
       parentPort!.close();
     });

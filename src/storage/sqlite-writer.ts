@@ -11,6 +11,12 @@ import type { BatchResult, ClickBatch, CounterBatch } from './types.ts';
  * are ~8 ms of it in one call, 1,000 under 1 ms, with the event loop let go between messages.
  */
 const ITEMS_PER_MESSAGE = 1000;
+/**
+ * How long after a thread stopped another is started when no batch comes first; doubled after each
+ * thread that stops again (a file that cannot be opened), up to {@link RESTART_MAX_MS}.
+ */
+const RESTART_AFTER_MS = 1000;
+const RESTART_MAX_MS = 60_000;
 
 /**
  * What the node sends the writer thread: array parts first, then the message that applies them
@@ -23,11 +29,11 @@ export type WriterMessage =
   | { id: number; op: 'counters'; now: number; batch: CounterBatch }
   | { id: number; op: 'run'; now: number; sql: string; params: unknown[] };
 
-/** A failure as it crosses threads: the error's own message and code, its causes described apart. */
+/** A failure as it crosses threads: the error's own message and code, and its first cause's. */
 export interface WriterFailure {
   message: string;
   code: ErrorCode | null;
-  cause: string | null;
+  cause: { name: string; code: string | null; message: string } | null;
   unavailable: boolean;
 }
 
@@ -83,6 +89,7 @@ export class SqliteWriter {
   readonly #pending = new Map<number, Pending>();
   readonly #inflight = new Set<Promise<unknown>>();
   readonly #checkpoints = new CheckpointTally();
+  #restartMs = RESTART_AFTER_MS;
   #closed = false;
 
   constructor(options: SqliteWriterOptions) {
@@ -131,6 +138,7 @@ export class SqliteWriter {
     w.on('message', (m: WriterAnswer) => {
       if ('checkpoint' in m) {
         this.#checkpoints.record(m.checkpoint);
+        if (!('error' in m.checkpoint)) this.#restartMs = RESTART_AFTER_MS;
         return;
       }
       const p = this.#pending.get(m.id);
@@ -162,7 +170,12 @@ export class SqliteWriter {
   #fail(w: Worker, err: Error): void {
     if (this.#worker === w) {
       this.#worker = undefined;
-      if (this.#o.checkpointIntervalMs !== undefined && !this.#closed) this.#checkpoints.failed(err.message);
+      if (this.#o.checkpointIntervalMs !== undefined && !this.#closed) {
+        // The checkpoints stopped with the thread: a new one, without waiting for the next batch.
+        this.#checkpoints.failed(err.message);
+        setTimeout(() => this.start(), this.#restartMs).unref();
+        this.#restartMs = Math.min(this.#restartMs * 2, RESTART_MAX_MS);
+      }
     }
     const failed = new ApiError('db.unavailable', err.message, { cause: err });
     for (const [id, p] of this.#pending) {
@@ -243,8 +256,13 @@ export class SqliteWriter {
   }
 }
 
-/** The thread's failure as this thread's error: the same code and message, its causes kept as text. */
+/** The thread's failure as this thread's error: the same code and message, and the same first cause. */
 function rebuilt(f: WriterFailure): Error {
-  const opts = f.cause === null ? {} : { cause: new Error(f.cause) };
+  let opts = {};
+  if (f.cause !== null) {
+    const cause = Object.assign(new Error(f.cause.message), { name: f.cause.name });
+    if (f.cause.code !== null) Object.assign(cause, { code: f.cause.code });
+    opts = { cause };
+  }
   return f.code !== null ? new ApiError(f.code, f.message, opts) : new Error(f.message, opts);
 }

@@ -80,6 +80,30 @@ describe('the SQLite checkpoint thread (#12)', () => {
     });
   }
 
+  test("on the writer thread's connection, checkpoints wait for its batches rather than fail inside them", async () => {
+    await withDatabase(async (path) => {
+      // Checkpoints due every 20 ms while batches that take far longer (their transactions let the
+      // thread's event loop turn) keep coming: each must run between two batches.
+      const s = openSqlite(path, systemClock, {
+        checkpointThread: true,
+        checkpointIntervalMs: 20,
+        writeThread: true,
+      });
+      await s.migrate();
+      for (let b = 0; b < 4; b++) {
+        const rows = Array.from({ length: 5000 }, (_, i) =>
+          newClick({ click_id: `b${b}-${String(i).padStart(6, '0')}` }),
+        );
+        await s.clicks.insertBatch({ id: newBatchId(), server_id: 'n1', rows });
+      }
+      await until('a checkpoint after the batches', () => s.stats().checkpoints!.runs > 0, 15_000, 20);
+      const cp = s.stats().checkpoints!;
+      assert.equal(cp.failures, 0, cp.last_error ?? '');
+      await s.close();
+      assert.equal(storedClicks(path), 20_000);
+    });
+  });
+
   test('storage for a one-off command has no thread, and SQLite checkpoints as usual', async () => {
     await withDatabase(async (path) => {
       const s = openSqlite(path, systemClock);
