@@ -14,6 +14,17 @@ export interface LoadedChunk {
   rows: number;
 }
 
+/** Up to `n` more values of `it`. */
+function take(it: Iterator<string>, n: number): string[] {
+  const out: string[] = [];
+  while (out.length < n) {
+    const next = it.next();
+    if (next.done) break;
+    out.push(next.value);
+  }
+  return out;
+}
+
 /** How many stream rows one reload query should read: a few ms of synchronous SQLite work. */
 const RELOAD_ROWS_PER_QUERY = 100;
 /** Bounds of the slugs asked for in one reload query (below the storage's IN-list limit). */
@@ -35,6 +46,13 @@ export class RoutingCache {
   readonly #loadMany: (slugs: readonly string[], slice: TimeSlice) => Promise<LoadedChunk>;
   /** Per running reload, the slugs invalidated since it started: it must not put back what it read before. */
   readonly #reloads = new Set<Set<string>>();
+  /**
+   * The cached slugs, kept beside the LRU for {@link reloadAll}: listing 100,000 keys through
+   * lru-cache's iterator (which checks each entry's age) took 12–40 ms in one go, and that iterator
+   * is not safe to resume after an eviction; a Set's is, so the reload walks this one a chunk at a
+   * time.
+   */
+  readonly #slugs = new Set<string>();
   #lastError: unknown;
   hits = 0;
   misses = 0;
@@ -78,7 +96,12 @@ export class RoutingCache {
           throw err;
         }
       },
-      dispose: (_v, _k, reason) => {
+      onInsert: (_v, slug) => {
+        this.#slugs.add(slug);
+      },
+      dispose: (_v, slug, reason) => {
+        // 'set': a new value replaced this one; the slug stays.
+        if (reason !== 'set') this.#slugs.delete(slug);
         if (reason === 'evict') this.evictions++;
       },
     });
@@ -127,7 +150,8 @@ export class RoutingCache {
    * it fresh. Stops early when `signal` aborts.
    */
   async reloadAll(signal?: AbortSignal): Promise<number> {
-    const slugs = [...this.#lru.keys()];
+    // Live: a slug cached after this point is reloaded too, one evicted meanwhile is not.
+    const cached = this.#slugs.values();
     const invalidated = new Set<string>();
     this.#reloads.add(invalidated);
     const slice = new TimeSlice();
@@ -135,13 +159,19 @@ export class RoutingCache {
     let reloaded = 0;
     let chunk = 25;
     try {
-      for (let i = 0; i < slugs.length && !signal?.aborted; ) {
-        const part = slugs.slice(i, i + chunk);
-        i += part.length;
+      while (!signal?.aborted) {
+        const part = take(cached, chunk);
+        if (part.length === 0) break;
         try {
           const loaded = await this.#loadMany(part, slice);
           for (const slug of part) {
-            if (invalidated.has(slug) || this.#lru.peek(slug, { allowStale: true }) === undefined) continue;
+            if (this.#lru.peek(slug, { allowStale: true }) === undefined) {
+              // Gone without a dispose (lru-cache drops an evicted load in flight silently); a
+              // load that is still running adds it back when it lands.
+              this.#slugs.delete(slug);
+              continue;
+            }
+            if (invalidated.has(slug)) continue;
             this.#lru.set(slug, loaded.flows.get(slug) ?? MISSING);
             reloaded++;
           }
