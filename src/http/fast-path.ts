@@ -109,9 +109,7 @@ export class FrontDoor {
     const handle = (req: IncomingMessage, res: ServerResponse) => {
       if (req.method !== 'GET' || this.#closing || !this.#answer(req, res)) fastify(req, res);
     };
-    // Not Node's `optimizeEmptyRequests` (a request without Content-Length or Transfer-Encoding
-    // born with its stream ended, ~1.5–2 µs less on /go): fastify then waits forever for the body
-    // of a POST that names a Content-Type and sends no length (test/http/hostile-input.test.ts).
+    // `opts.http` carries Node's `optimizeEmptyRequests` (see createServer and its preParsing hook).
     const server = createHttpServer(opts.http ?? {}, handle);
     // `Expect: 100-continue` (with this listener Node no longer sends `100 Continue` itself): a body
     // over the limit is not asked for; fastify then refuses it by its Content-Length with the usual
