@@ -162,8 +162,9 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   });
 
   // A request born ended (optimizeEmptyRequests) has emitted its 'end' before anyone listened;
-  // fastify still parses a body for a POST that names a Content-Type, and would wait for that
-  // 'end' forever. It parses an empty stream instead: what it would have read.
+  // fastify still parses a body for any method that may carry one (POST, PUT, PATCH, DELETE,
+  // OPTIONS...) when it names a Content-Type, on a route, a 405 or a 404 alike, and would wait for
+  // that 'end' forever. It parses an empty stream instead: what it would have read.
   app.addHook('preParsing', (request, _reply, payload, done) => {
     if (payload.readableEnded && request.headers['content-type'] !== undefined) done(null, Readable.from([]));
     else done(null, payload);
