@@ -73,16 +73,7 @@ export class SqlStorage implements Storage {
     this.streams = new SqlStreams(backend.exec, clock, backend.reader);
     this.cluster = new ClusterStore(backend.exec, clock);
     this.#guard = new BatchGuard(backend.exec, clock);
-    const writer = backend.writer;
-    this.clicks = new SqlClicks(
-      backend.exec,
-      this.#guard,
-      backend.reader,
-      writer && {
-        insertBatch: (batch) => writer.insertClicks(batch, clock.now()),
-        run: (sql, params) => writer.run(sql, params, clock.now()),
-      },
-    );
+    this.clicks = new SqlClicks(backend.exec, this.#guard, backend.reader, backend.writer);
     this.conversions = new SqlConversions(backend.exec, clock, backend.reader);
     this.reports = new SqlReports(backend.exec, backend.reader);
     this.audit = new SqlAudit(backend.exec, clock);
@@ -118,9 +109,7 @@ export class SqlStorage implements Storage {
   }
 
   addCounters(batch: CounterBatch): Promise<boolean> {
-    const writer = this.#b.writer;
-    if (writer !== undefined) return writer.addCounters(batch, this.#clock.now());
-    return addCounters(this.#guard, batch);
+    return this.#b.writer?.addCounters(batch) ?? addCounters(this.#guard, batch);
   }
 
   streamDays(pairs: readonly { stream_id: string; day: string }[]): Promise<Map<string, number>> {

@@ -1,6 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { ApiError, type ErrorCode } from '../errors/index.ts';
 import { TimeSlice } from '../time/index.ts';
+import type { ClickWriter } from './clicks.ts';
 import type { QueryStats } from './query-stats.ts';
 import { type CheckpointStats, CheckpointTally } from './sqlite-checkpointer.ts';
 import type { CheckpointReport } from './sqlite-wal-checkpoint.ts';
@@ -82,7 +83,7 @@ interface Pending {
  * written twice) and the next message starts a new thread. The thread never keeps the process
  * alive while idle.
  */
-export class SqliteWriter {
+export class SqliteWriter implements ClickWriter {
   readonly #o: SqliteWriterOptions;
   #worker: Worker | undefined;
   #next = 0;
@@ -109,17 +110,27 @@ export class SqliteWriter {
     if (!this.#closed) this.#worker ??= this.#spawn();
   }
 
-  insertClicks(batch: ClickBatch, now: number): Promise<BatchResult> {
-    return this.#send({ op: 'clicks', now, batch }, ['rows']) as Promise<BatchResult>;
+  /** A click batch (`ClickWriter`), applied by `SqlClicks.insertBatch` on the thread. */
+  insertBatch(batch: ClickBatch): Promise<BatchResult> {
+    return this.#send({ op: 'clicks', now: this.#now(), batch }, ['rows']) as Promise<BatchResult>;
   }
 
-  addCounters(batch: CounterBatch, now: number): Promise<boolean> {
-    return this.#send({ op: 'counters', now, batch }, ['streams', 'flows', 'days']) as Promise<boolean>;
+  addCounters(batch: CounterBatch): Promise<boolean> {
+    return this.#send({ op: 'counters', now: this.#now(), batch }, [
+      'streams',
+      'flows',
+      'days',
+    ]) as Promise<boolean>;
   }
 
   /** One statement on the writer's connection (a retention chunk); the rows it changed. */
-  run(sql: string, params: readonly unknown[], now: number): Promise<number> {
-    return this.#send({ op: 'run', now, sql, params: [...params] }, []) as Promise<number>;
+  run(sql: string, params: readonly unknown[]): Promise<number> {
+    return this.#send({ op: 'run', now: this.#now(), sql, params: [...params] }, []) as Promise<number>;
+  }
+
+  /** The node's time, which the thread's batch guard uses (it has no clock of the node's own). */
+  #now(): number {
+    return this.#o.stats.clock.now();
   }
 
   #spawn(): Worker {
@@ -131,7 +142,7 @@ export class SqliteWriter {
         busyTimeoutMs: this.#o.busyTimeoutMs,
         walAutocheckpoint: this.#o.walAutocheckpoint,
         checkpointIntervalMs: this.#o.checkpointIntervalMs,
-        now: this.#o.stats.clock.now(),
+        now: this.#now(),
       },
       execArgv: [],
     });

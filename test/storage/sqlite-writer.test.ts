@@ -105,15 +105,15 @@ describe('the SQLite writer thread (#12)', () => {
       const first = { id: newBatchId(), server_id: null, rows: [newClick({ click_id: 'first' })] };
       const second = { id: newBatchId(), server_id: null, rows: [newClick({ click_id: 'second' })] };
       await assert.rejects(
-        writer.insertClicks(first, Date.now()),
+        writer.insertBatch(first),
         (err) => err instanceof ApiError && err.code === 'db.unavailable',
       );
       assert.equal(stats.up, false);
       renameSync(hidden, real);
       // Sent while the failed thread may still be exiting: its exit must not fail this batch.
-      assert.deepEqual(await writer.insertClicks(second, Date.now()), { applied: true, rows: 1 });
-      assert.deepEqual(await writer.insertClicks(first, Date.now()), { applied: true, rows: 1 });
-      assert.deepEqual(await writer.insertClicks(first, Date.now()), { applied: false, rows: 0 });
+      assert.deepEqual(await writer.insertBatch(second), { applied: true, rows: 1 });
+      assert.deepEqual(await writer.insertBatch(first), { applied: true, rows: 1 });
+      assert.deepEqual(await writer.insertBatch(first), { applied: false, rows: 0 });
       const raw = new DatabaseSync(file);
       const rows = raw.prepare('SELECT click_id FROM clicks ORDER BY click_id').all() as {
         click_id: string;
@@ -136,13 +136,13 @@ describe('the SQLite writer thread (#12)', () => {
       const rows = Array.from({ length: 1500 }, () => newClick({ flow_id: 'uncopyable' }));
       // In the second part: the first has already gone to the thread.
       (rows[1200] as unknown as { extra: unknown }).extra = () => {};
-      await assert.rejects(writer.insertClicks({ id: newBatchId(), server_id: null, rows }, Date.now()), {
+      await assert.rejects(writer.insertBatch({ id: newBatchId(), server_id: null, rows }), {
         name: 'DataCloneError',
       });
       assert.equal(stats.recorder.errors, 1);
       // The thread goes on with the next batch, and closing does not wait for the failed one.
       const ok = { id: newBatchId(), server_id: null, rows: [newClick({ flow_id: 'uncopyable' })] };
-      assert.deepEqual(await writer.insertClicks(ok, Date.now()), { applied: true, rows: 1 });
+      assert.deepEqual(await writer.insertBatch(ok), { applied: true, rows: 1 });
     } finally {
       await writer.close();
     }
