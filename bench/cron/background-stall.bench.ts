@@ -18,12 +18,13 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { DatabaseSync } from 'node:sqlite';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { ClickIdGenerator } from '../../src/clicks/index.ts';
 import { systemClock } from '../../src/time/index.ts';
+import { loopHolds } from '../../test/helpers/loop-holds.ts';
 import { startTestNode } from '../../test/helpers/node.ts';
 import { PG_URL, pgAvailable } from '../../test/helpers/postgres.ts';
 
@@ -59,45 +60,18 @@ const targetUrl = `http://127.0.0.1:${(target.address() as AddressInfo).port}/t/
  */
 async function measure(fn: () => Promise<unknown>) {
   const h = monitorEventLoopDelay({ resolution: 1 });
-  const gcs: [start: number, end: number][] = [];
-  const observer = new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) gcs.push([e.startTime, e.startTime + e.duration]);
-  });
-  observer.observe({ entryTypes: ['gc'] });
-  const gaps: [start: number, end: number, cpuMs: number][] = [];
-  let cpu = process.threadCpuUsage();
-  let at = performance.now();
-  let on = true;
-  const tick = () => {
-    const now = process.threadCpuUsage();
-    const t = performance.now();
-    gaps.push([at, t, (now.user - cpu.user + now.system - cpu.system) / 1000]);
-    cpu = now;
-    at = t;
-    if (on) setTimeout(tick, 1);
-  };
-  setTimeout(tick, 1);
   h.enable();
-  const t0 = performance.now();
-  await fn();
-  const ms = performance.now() - t0;
-  on = false;
-  await new Promise((r) => setTimeout(r, 5));
+  let ms = 0;
+  const holds = await loopHolds(
+    async () => {
+      const t0 = performance.now();
+      await fn();
+      ms = performance.now() - t0;
+    },
+    { tick: 'timer' },
+  );
   h.disable();
-  observer.disconnect();
-  let maxCpu = 0;
-  let maxNet = 0;
-  let gcInMax = 0;
-  for (const [start, end, cpuMs] of gaps) {
-    let paused = 0;
-    for (const [gs, ge] of gcs) paused += Math.max(0, Math.min(end, ge) - Math.max(start, gs));
-    if (cpuMs > maxCpu) {
-      maxCpu = cpuMs;
-      gcInMax = paused;
-    }
-    maxNet = Math.max(maxNet, cpuMs - paused);
-  }
-  return { ms, p99: h.percentile(99) / 1e6, max: h.max / 1e6, maxCpu, gcInMax, maxNet };
+  return { ms, p99: h.percentile(99) / 1e6, max: h.max / 1e6, ...holds };
 }
 
 for (const backend of values.backends.split(',')) {
@@ -226,7 +200,7 @@ for (const backend of values.backends.split(',')) {
       console.log(
         `${backend.padEnd(8)} ${String(streams).padStart(6)} streams  ${what.padEnd(14)} ` +
           `${m.ms.toFixed(0).padStart(7)} ms  loop delay p99 ${m.p99.toFixed(1).padStart(7)} ms, max ${m.max.toFixed(1).padStart(8)} ms; ` +
-          `longest CPU hold ${m.maxCpu.toFixed(1).padStart(8)} ms (GC in it ${m.gcInMax.toFixed(1)} ms; net of GC, longest ${m.maxNet.toFixed(1)} ms)  (${n})`,
+          `longest CPU hold ${m.maxCpuMs.toFixed(1).padStart(8)} ms (GC in it ${m.gcInMaxMs.toFixed(1)} ms; net of GC, longest ${m.maxNetMs.toFixed(1)} ms)  (${n})`,
       );
     }
     await t.close();

@@ -15,7 +15,6 @@ import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { PerformanceObserver } from 'node:perf_hooks';
 import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, test } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
@@ -23,6 +22,7 @@ import { runInNewContext } from 'node:vm';
 import pg from 'pg';
 import { CLICK_BATCH_MAX_ROWS } from '../../src/clicks/index.ts';
 import { runReport } from '../../src/reports/index.ts';
+import { loopHolds } from '../helpers/loop-holds.ts';
 import type { TestNode } from '../helpers/node.ts';
 import { PG_URL } from '../helpers/postgres.ts';
 import { newClick } from '../helpers/records.ts';
@@ -66,41 +66,8 @@ async function longestHold(
   // less in the task's turns: a PostgreSQL cache reload once read 24 ms, beside a 42 ms
   // collection in the same window, under the full suite (1 CI run in 7).
   collectGarbage();
-  const gcs: [start: number, end: number][] = [];
-  const observer = new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) gcs.push([e.startTime, e.startTime + e.duration]);
-  });
-  observer.observe({ entryTypes: ['gc'] });
-  const gaps: [start: number, end: number, cpuMs: number][] = [];
-  let cpu = process.threadCpuUsage();
-  let at = performance.now();
-  let on = true;
-  const tick = () => {
-    const nowCpu = process.threadCpuUsage();
-    const now = performance.now();
-    gaps.push([at, now, (nowCpu.user - cpu.user + nowCpu.system - cpu.system) / 1000]);
-    cpu = nowCpu;
-    at = now;
-    if (on) setImmediate(tick);
-  };
-  setImmediate(tick);
-  try {
-    await fn();
-  } finally {
-    on = false;
-  }
-  await new Promise((r) => setImmediate(r)); // the turn that ends with fn is counted too
-  await new Promise((r) => setTimeout(r, 10)); // and the collector's entries delivered
-  observer.disconnect();
-  let maxMs = 0;
-  let gcMs = 0;
-  for (const [start, end, cpuMs] of gaps) {
-    let paused = 0;
-    for (const [gs, ge] of gcs) paused += Math.max(0, Math.min(end, ge) - Math.max(start, gs));
-    gcMs = Math.max(gcMs, paused);
-    maxMs = Math.max(maxMs, cpuMs - paused);
-  }
-  return { maxMs, turns: gaps.length, gcMs };
+  const h = await loopHolds(fn);
+  return { maxMs: h.maxNetMs, turns: h.turns, gcMs: h.gcMs };
 }
 
 const seedSql = (now: string) => ({
