@@ -1,15 +1,17 @@
 /**
  * The click log's write path on SQLite and PostgreSQL:
  *
- * 1. `clicks.insertBatch` of 1k and 10k clicks (one idempotent batch each: guard row + one
- *    multi-row insert), interleaved sizes, into a table that grows as a node's would; median ms a
- *    batch and rows/s.
+ * 1. `clicks.insertBatch` of 1k and 10k clicks, and of the store's own batch size when larger
+ *    (one idempotent batch each: guard row + one multi-row insert), interleaved sizes, into a
+ *    table that grows as a node's would; median ms a batch and rows/s.
  * 2. The whole path as a node runs it: `ClickLog.append` of 200,000 clicks, then flushes of
- *    10,000-click batches until everything is written; clicks/s end to end.
+ *    batches as the store sizes them (`batchMaxRows`: 10,000; 50,000 on a SQLite node's writer
+ *    thread) until everything is written; clicks/s end to end.
  * 3. Heap bytes a buffered click costs (run with `--expose-gc`; skipped otherwise).
  *
  *   node --expose-gc bench/storage/click-log.bench.ts [--rounds 7] [--backends sqlite,sqlite-node,postgres]
  *        [--feed 200000] [--existing 0] [--flows 100] [--subs 1000]
+ *        [--batch N]
  *
  * `--existing N` first writes N clicks (10k batches, through the same path), so the figures are
  * those of a log that already holds that many: an index keyed by something other than time takes
@@ -18,8 +20,10 @@
  * hides that; `--existing 2000000 --flows 1000` is a day of a mid-sized node. `--flows` sets the
  * flows the clicks spread over (three streams each), `--subs` the distinct sub1 values.
  *
- * `sqlite-node` is SQLite as a node opens it: the write-ahead log checkpointed on its own thread,
- * the page cache of `storage.sqlite.cache_mb`; `sqlite` is SQLite's own defaults.
+ * `sqlite-node` is SQLite as a node opens it: batches applied and the write-ahead log checkpointed
+ * on the writer thread, with the page cache of `storage.sqlite.cache_mb`; `sqlite` is SQLite's own
+ * defaults on the calling thread. `--batch N` sets the rows a batch holds at most in the ClickLog
+ * part.
  *
  * Clicks look like real ones: a fresh id per click; country, language, referrer host and IP prefix
  * read from per-request header strings by the hot path's own functions (which share repeating
@@ -34,7 +38,6 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { pino } from 'pino';
 import {
-  CLICK_BATCH_MAX_ROWS,
   ClickIdGenerator,
   ClickLog,
   ipPrefix,
@@ -60,11 +63,14 @@ const { values } = parseArgs({
     existing: { type: 'string', default: '0' },
     flows: { type: 'string', default: '100' },
     subs: { type: 'string', default: '1000' },
+    batch: { type: 'string' },
   },
 });
 const EXISTING = Number(values.existing);
 const SUBS = Number(values.subs);
 const ROUNDS = Number(values.rounds);
+/** Rows a batch holds at most in the ClickLog part; by default what the store asks for, as a node's. */
+const BATCH = values.batch === undefined ? undefined : Number(values.batch);
 /** The shipped defaults, as a node started with no settings of its own would run. */
 const NODE_CONFIG = loadConfig({ configDir: 'config', mode: 'production', env: {} }).config;
 const FEED = Number(values.feed);
@@ -86,9 +92,19 @@ const COUNTRIES = ['US', 'DE', 'FR', 'GB', 'BR', 'IN'];
 let seq = 0;
 const clickIds = new ClickIdGenerator(systemClock);
 
+/** When the first click of the run happened; clicks follow at {@link CLICKS_PER_MS}. */
+const START = Date.now();
+/**
+ * Clicks a millisecond: each click's time comes after the last one's, as a node's do. (Times that
+ * started over with each batch put every batch's clicks amid the log's, not at its end, in each
+ * index keyed by time: the figures at a million clicks were half what a node gets.)
+ */
+const CLICKS_PER_MS = 10;
+
 /** A click as the hot path would make it: per-request strings fresh, cached ones shared. */
-function click(at: number): NewClick {
+function click(): NewClick {
   const n = seq++;
+  const at = START + Math.floor(n / CLICKS_PER_MS);
   const f = n % FLOWS.length;
   const a = AGENTS[n % AGENTS.length]!;
   const bot = n % 50 === 0;
@@ -123,9 +139,11 @@ interface Opened {
 async function open(backend: string): Promise<Opened> {
   if (backend === 'sqlite' || backend === 'sqlite-node') {
     const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-'));
-    // sqlite-node: as a node opens it, its write-ahead log checkpointed on a thread of its own.
+    // sqlite-node: as a node opens it, batches applied and the write-ahead log checkpointed on
+    // the writer thread.
     const storage = openSqlite(join(dir, 'bench.db'), systemClock, {
       checkpointThread: backend === 'sqlite-node',
+      writeThread: backend === 'sqlite-node',
       ...(backend === 'sqlite-node' ? { cacheMb: NODE_CONFIG.storage.sqlite.cache_mb } : {}),
     });
     await storage.migrate();
@@ -182,11 +200,10 @@ function heapPerClick(): void {
     flushIntervalMs: 0,
   });
   const N = 200_000;
-  const at = Date.now();
   gc();
   gc();
   const before = process.memoryUsage().heapUsed;
-  for (let i = 0; i < N; i++) log.append(click(at + i));
+  for (let i = 0; i < N; i++) log.append(click());
   gc();
   gc();
   const after = process.memoryUsage().heapUsed;
@@ -204,32 +221,25 @@ for (const backend of values.backends.split(',')) {
   const opened = await open(backend);
   try {
     const { storage } = opened;
-    const t = Date.now();
     const batchOf = (n: number) => ({
       id: newBatchId(),
       server_id: 'bench-node',
-      rows: Array.from({ length: n }, (_, i) => click(t + i)),
+      rows: Array.from({ length: n }, click),
     });
-    for (let done = 0; done < EXISTING; done += CLICK_BATCH_MAX_ROWS) {
-      await storage.clicks.insertBatch(batchOf(Math.min(CLICK_BATCH_MAX_ROWS, EXISTING - done)));
+    const cut = storage.clicks.batchMaxRows;
+    for (let done = 0; done < EXISTING; done += cut) {
+      await storage.clicks.insertBatch(batchOf(Math.min(cut, EXISTING - done)));
     }
     if (EXISTING > 0) console.log(`  ${backend.padEnd(11)} ${fmt(EXISTING)} clicks written first`);
     await storage.clicks.insertBatch(batchOf(1000));
-    const times = new Map<number, number[]>([
-      [1000, []],
-      [10_000, []],
-    ]);
+    // 1k, 10k and the store's own batch when larger (50k on a SQLite node's writer thread).
+    const sizes = [...new Set([1000, 10_000, storage.clicks.batchMaxRows])];
+    const times = new Map<number, number[]>(sizes.map((n) => [n, []]));
     // This process's CPU a row (the whole of SQLite's cost; PostgreSQL's client side only): less
     // sensitive than wall time to other jobs sharing the machine.
-    const cpu = new Map<number, number[]>([
-      [1000, []],
-      [10_000, []],
-    ]);
+    const cpu = new Map<number, number[]>(sizes.map((n) => [n, []]));
     // The main thread's share: what the event loop pays (the checkpoint thread's work is not in it).
-    const mainCpu = new Map<number, number[]>([
-      [1000, []],
-      [10_000, []],
-    ]);
+    const mainCpu = new Map<number, number[]>(sizes.map((n) => [n, []]));
     let queries = 0;
     for (let r = 0; r < ROUNDS; r++) {
       for (const size of times.keys()) {
@@ -261,16 +271,22 @@ for (const backend of values.backends.split(',')) {
       serverId: 'bench-node',
       bufferMax: FEED,
       flushIntervalMs: 0,
+      ...(BATCH === undefined ? {} : { batchMaxRows: BATCH }),
     });
-    const feed = Array.from({ length: FEED }, (_, i) => click(t + i));
+    const feed = Array.from({ length: FEED }, click);
+    const c0 = process.cpuUsage();
+    const m0 = process.threadCpuUsage();
     const t0 = performance.now();
     for (const c of feed) log.append(c);
     const appended = performance.now() - t0;
     const written = await log.persist();
     const ms = performance.now() - t0;
+    const c = process.cpuUsage(c0);
+    const m = process.threadCpuUsage(m0);
     console.log(
       `  ${backend.padEnd(11)} ClickLog: ${fmt(FEED)} clicks appended in ${appended.toFixed(1)} ms ` +
-        `(${((appended / FEED) * 1e6).toFixed(0)} ns each), written in ${(ms / 1000).toFixed(2)} s: ${fmt((written / ms) * 1000)} clicks/s`,
+        `(${((appended / FEED) * 1e6).toFixed(0)} ns each), written in ${(ms / 1000).toFixed(2)} s: ${fmt((written / ms) * 1000)} clicks/s, ` +
+        `${((c.user + c.system) / written).toFixed(1)} µs this process's CPU a click (main thread ${((m.user + m.system) / written).toFixed(1)})`,
     );
   } finally {
     await opened.close();

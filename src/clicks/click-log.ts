@@ -1,5 +1,6 @@
 import { ApiError } from '../errors/index.ts';
 import {
+  CLICK_BATCH_MAX_ROWS,
   type ClickBatch,
   type ClickRecord,
   type ClickStore,
@@ -10,9 +11,6 @@ import {
 import type { ClicksSection, Logger, Telemetry } from '../telemetry/index.ts';
 import { type Clock, systemClock } from '../time/index.ts';
 
-/** Rows a batch holds at most: a flush of a larger buffer cuts several (bounded statements, short transactions). */
-export const CLICK_BATCH_MAX_ROWS = 10_000;
-
 /**
  * Attempts of one batch that failed for a reason other than the database being unavailable (a row
  * the database refuses, a deadlock...) before it is given up and its clicks counted as dropped:
@@ -22,7 +20,8 @@ export const CLICK_BATCH_MAX_ROWS = 10_000;
 export const CLICK_BATCH_MAX_ATTEMPTS = 10;
 
 export interface ClickLogOptions {
-  store: Pick<ClickStore, 'insertBatch'>;
+  /** Where batches go; its `batchMaxRows`, when it has one, sizes them. */
+  store: Pick<ClickStore, 'insertBatch'> & Partial<Pick<ClickStore, 'batchMaxRows'>>;
   logger: Logger;
   /** This node's id, written with each batch. */
   serverId: string | null;
@@ -30,6 +29,7 @@ export interface ClickLogOptions {
   bufferMax: number;
   /** `clicks.flush_interval_ms`; 0 when something else (a task) calls {@link ClickLog.flush}. */
   flushIntervalMs: number;
+  /** Clicks a batch holds at most: this, else the store's `batchMaxRows`, else {@link CLICK_BATCH_MAX_ROWS}. */
   batchMaxRows?: number;
   clock?: Clock;
   /**
@@ -52,7 +52,7 @@ const isUnavailable = (err: unknown) => err instanceof ApiError && err.code === 
 /**
  * The click log's write path. The hot path appends a click to a bounded in-memory buffer (an array
  * push: no I/O, no allocation beyond the record); every flush interval the buffer is cut into
- * batches of at most {@link CLICK_BATCH_MAX_ROWS}, each with an id made at the cut, and written
+ * batches of at most the store's `batchMaxRows`, each with an id made at the cut, and written
  * in order. A batch that fails stays at the head, unchanged, and is sent again with the same id on
  * the next flush, so a batch whose commit went through but whose acknowledgement was lost is not
  * written twice (storage applies an id once). While the database is down clicks keep arriving into
@@ -82,7 +82,7 @@ export class ClickLog {
     this.#log = opts.logger;
     this.#serverId = opts.serverId;
     this.#max = opts.bufferMax;
-    this.#batchMax = opts.batchMaxRows ?? CLICK_BATCH_MAX_ROWS;
+    this.#batchMax = opts.batchMaxRows ?? opts.store.batchMaxRows ?? CLICK_BATCH_MAX_ROWS;
     this.#intervalMs = opts.flushIntervalMs;
     this.#clock = opts.clock ?? systemClock;
     if (opts.telemetry !== undefined) this.#report(opts.telemetry);

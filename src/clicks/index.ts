@@ -1,7 +1,6 @@
 export { CLICK_ID_LENGTH, CLICK_ID_RE, ClickIdGenerator, clickIdTime } from './click-id.ts';
 export {
   CLICK_BATCH_MAX_ATTEMPTS,
-  CLICK_BATCH_MAX_ROWS,
   ClickLog,
   type ClickLogOptions,
   type ClickLogStats,

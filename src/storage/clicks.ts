@@ -334,6 +334,24 @@ async function batchRows(batch: ClickBatch): Promise<{ rows: BatchRow[]; hours: 
 const DELETE_CHUNK = 2000;
 
 /**
+ * Clicks a batch holds at most, as the click log cuts its buffer (bounded statements, short
+ * transactions). On PostgreSQL a batch's parameters are built as text and `pg` writes them in one
+ * synchronous call: ~4 MB at this size.
+ */
+export const CLICK_BATCH_MAX_ROWS = 10_000;
+
+/**
+ * The same for a SQLite node's writer thread. A batch is one transaction, and its `COMMIT` writes
+ * every page it dirtied: the end of each index keyed by time, one page for each of its flows in
+ * `clicks_flow`, a page for almost every sub1 it holds in `clicks_sub1`. Five times the clicks
+ * dirty far fewer than five times the pages, so a node that is behind catches up: at a log of
+ * 1.5 million clicks over 1,000 flows, 36k clicks/s in batches of 10,000 and 46–50k in batches of
+ * 50,000 (docs/PERFORMANCE.md). Nothing of it runs on the event loop; an ACP save on the node's
+ * own connection may wait behind one such transaction (~1 s at that size).
+ */
+export const WRITER_CLICK_BATCH_MAX_ROWS = 50_000;
+
+/**
  * Where a SQLite node writes the click log instead of the node's connection: its writer thread
  * (`SqliteWriter`), which runs this class itself there.
  */
@@ -358,6 +376,10 @@ export class SqlClicks implements ClickStore {
     this.#guard = guard;
     this.#read = read;
     this.#writer = writer;
+  }
+
+  get batchMaxRows(): number {
+    return this.#writer === undefined ? CLICK_BATCH_MAX_ROWS : WRITER_CLICK_BATCH_MAX_ROWS;
   }
 
   async insertBatch(batch: ClickBatch): Promise<BatchResult> {

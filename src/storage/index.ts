@@ -7,7 +7,7 @@ import { openSqlite } from './sqlite.ts';
 import type { Storage } from './types.ts';
 
 export { APPLIED_BATCH_RETENTION_MS, newBatchId } from './batch-guard.ts';
-export { clickRecordOf } from './clicks.ts';
+export { CLICK_BATCH_MAX_ROWS, clickRecordOf, WRITER_CLICK_BATCH_MAX_ROWS } from './clicks.ts';
 export {
   ClusterStore,
   type Fence,

@@ -366,6 +366,8 @@ export interface ClickStore {
    * whatever its size; a batch id already applied writes nothing (`applied: false`).
    */
   insertBatch(batch: ClickBatch): Promise<BatchResult>;
+  /** Clicks a batch should hold at most here: what the click log cuts its buffer into. */
+  readonly batchMaxRows: number;
   get(clickId: string): Promise<ClickRecord | undefined>;
   /** Newest first, keyset-paged on (created_at, click_id). */
   list(q: LogPageQuery<ClickFilter>): Promise<LogPage<ClickRecord>>;

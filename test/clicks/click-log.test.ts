@@ -47,6 +47,27 @@ for (const backend of BACKENDS) {
         flushIntervalMs: 0,
       });
 
+    it("without batchMaxRows of its own the log cuts batches of the store's size", async () => {
+      const sizes: number[] = [];
+      const log = new ClickLog({
+        store: {
+          batchMaxRows: 7,
+          insertBatch: (b) => {
+            sizes.push(b.rows.length);
+            return storage.clicks.insertBatch(b);
+          },
+        },
+        logger: silent,
+        serverId: 'node-1',
+        bufferMax: 1000,
+        flushIntervalMs: 0,
+      });
+      for (let i = 0; i < 20; i++) log.append(newClick({ flow_id: 'store-size' }));
+      assert.equal(await log.persist(), 20);
+      assert.deepEqual(sizes, [7, 7, 6]);
+      assert.equal(await stored('store-size'), 20);
+    });
+
     it('a flush writes every buffered click, cut into batches of at most batchMaxRows', async () => {
       const ids: string[] = [];
       const log = logOf({

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
 import {
+  CLICK_BATCH_MAX_ROWS,
   type ClickFilter,
   type ClickRecord,
   clickRecordOf,
@@ -9,6 +10,7 @@ import {
   type NewClick,
   newBatchId,
   type Storage,
+  WRITER_CLICK_BATCH_MAX_ROWS,
 } from '../../src/storage/index.ts';
 import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
 import { flowInput, newClick, streamInput } from '../helpers/records.ts';
@@ -148,6 +150,14 @@ for (const backend of BATCH_BACKENDS) {
       assert.deepEqual(await storage.clicks.insertBatch(overlap), { applied: true, rows: 1 });
       assert.equal(await countWhere('flow_id = ?', ['twice']), 51);
       assert.equal((await storage.clicks.get(rows[0]!.click_id))?.server_id, 'n1', 'the first write stands');
+    });
+
+    it('asks for larger batches only where they are written on the writer thread', async () => {
+      assert.equal(
+        storage.clicks.batchMaxRows,
+        backend.label === 'sqlite (writer thread)' ? WRITER_CLICK_BATCH_MAX_ROWS : CLICK_BATCH_MAX_ROWS,
+      );
+      assert.ok(WRITER_CLICK_BATCH_MAX_ROWS > CLICK_BATCH_MAX_ROWS);
     });
 
     it('a batch is a fixed number of queries: 1 click and 10,000 clicks send the same count', async () => {
