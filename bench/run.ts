@@ -1,7 +1,8 @@
 /**
  * Runs every benchmark in sequence, each in its own process (a clean heap and JIT per benchmark),
- * and prints their reports. About six minutes on a 2-core machine, four and a half of them the
- * HTTP load benchmarks (telemetry on/off, hot path, cold start). Arguments after `--` go to the
+ * and prints their reports. About nine minutes on a 2-core machine, seven of them the HTTP load
+ * benchmarks (telemetry on/off, hot path, cold start, the click log under a minute of full load
+ * for two scenarios). Arguments after `--` go to the
  * hot-path benchmark, e.g. `npm run bench -- --rounds 9 --seconds 2` for a longer, steadier run.
  *
  *   npm run bench
@@ -22,6 +23,7 @@ const BENCHES: [string, string[], string[]][] = [
   ['routing/memory.ts', ['--expose-gc', '--max-semi-space-size=16'], []],
   ['clicks/classify.bench.ts', ['--expose-gc'], []],
   ['clicks/uniqueness-exchange.bench.ts', [], []],
+  ['clicks/sustained-load.bench.ts', [], []],
   ['http-client/overhead.bench.ts', [], []],
   ['cron/scheduler-overhead.bench.ts', [], []],
   ['cron/background-stall.bench.ts', [], ['--streams', '10000']],

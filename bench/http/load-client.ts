@@ -8,10 +8,14 @@ import autocannon from 'autocannon';
 import type { LoadResult, LoadSpec } from './load.ts';
 
 async function run(spec: LoadSpec): Promise<LoadResult> {
-  const { paths, header, userAgent } = spec.mix;
+  const { paths, header, userAgent, subs } = spec.mix;
   const ua: Record<string, string> = userAgent === undefined ? {} : { 'user-agent': userAgent };
-  const single = paths.length === 1 && header === undefined;
+  const single = paths.length === 1 && header === undefined && subs === undefined;
   const pick = <T>(xs: readonly T[]) => xs[Math.floor(Math.random() * xs.length)]!;
+  const path = () =>
+    subs !== undefined && Math.random() < 1 / 3
+      ? `${pick(paths)}?sub1=c${1 + Math.floor(Math.random() * subs)}`
+      : pick(paths);
   const out = await autocannon({
     url: single ? `${spec.origin}${paths[0]}` : spec.origin,
     headers: ua,
@@ -30,7 +34,7 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
             {
               setupRequest: (req) => ({
                 ...req,
-                path: pick(paths),
+                path: path(),
                 headers:
                   header === undefined
                     ? { ...req.headers, ...ua }

@@ -13,6 +13,7 @@ import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync, wr
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import type { ClicksSection } from '../../src/telemetry/index.ts';
 import type { RequestMix, SluiceScenario } from './scenarios.ts';
 
 /** How much load: for so many seconds, or exactly so many requests (autocannon only). */
@@ -64,6 +65,10 @@ export interface BenchServer {
   stats(): Promise<ServerStats>;
   /** Sluice only: flow and stream reads the routing cache made from storage so far. */
   reads(): Promise<{ flows: number; streams: number }>;
+  /** Sluice only: its click log's figures. */
+  clicks(): Promise<ClicksSection>;
+  /** Sluice only: the clicks its database holds now, and those with a sub1 (a `COUNT(*)`: not while measuring). */
+  clickRows(): Promise<{ all: number; sub1: number }>;
   stop(): Promise<void>;
 }
 
@@ -168,6 +173,21 @@ export async function startServer(
       const m = await ask<{ reads?: { flows: number; streams: number } }>({ cmd: 'reads' });
       if (m.reads === undefined) throw new Error(`${name} does not count storage reads`);
       return m.reads;
+    },
+    clicks: async () => {
+      const m = await ask<{ clicks?: { stats: ClicksSection }; error?: string }>({ cmd: 'clicks' });
+      if (m.error !== undefined) throw new Error(`${name}: ${m.error}`);
+      if (m.clicks === undefined) throw new Error(`${name} has no click log`);
+      return m.clicks.stats;
+    },
+    clickRows: async () => {
+      const m = await ask<{ clicks?: { rows: { all: number; sub1: number } }; error?: string }>({
+        cmd: 'clicks',
+        count: true,
+      });
+      if (m.error !== undefined) throw new Error(`${name}: counting clicks failed: ${m.error}`);
+      if (m.clicks === undefined) throw new Error(`${name} has no click log`);
+      return m.clicks.rows;
     },
     stop: async () => {
       proc.kill('SIGTERM');
@@ -295,6 +315,8 @@ http {
     pid: proc.pid!,
     stats: async () => ({ requests: await served(), cpuUs: procCpuUs(proc.pid!), rss: procRss(proc.pid!) }),
     reads: () => Promise.reject(new Error('nginx reads nothing')),
+    clicks: () => Promise.reject(new Error('nginx has no click log')),
+    clickRows: () => Promise.reject(new Error('nginx has no click log')),
     stop: async () => {
       proc.kill('SIGTERM');
       await exited(proc);
@@ -339,15 +361,28 @@ export function wrkClient(): LoadClient | undefined {
     name: 'wrk',
     run: (spec) => {
       if (spec.amount !== undefined) return Promise.reject(new Error('wrk cannot send a fixed amount'));
-      const { paths, header, userAgent } = spec.mix;
+      const { paths, header, userAgent, subs } = spec.mix;
       const ua = userAgent === undefined ? '' : `["User-Agent"] = ${lua(userAgent)}, `;
       const script = join(dir, `load-${++scripts}.lua`);
-      const single = paths.length === 1 && header === undefined;
+      const single = paths.length === 1 && header === undefined && subs === undefined;
       writeFileSync(
         script,
         (single
           ? `wrk.path = ${lua(paths[0]!)}\n${userAgent === undefined ? '' : `wrk.headers["User-Agent"] = ${lua(userAgent)}\n`}`
-          : `local paths = {${paths.map(lua).join(',')}}
+          : subs !== undefined
+            ? // Each request built when sent: its sub1 is drawn from more values than could be built ahead.
+              `local paths = {${paths.map(lua).join(',')}}
+local values = ${header ? `{${header.values.map(lua).join(',')}}` : 'nil'}
+function init(args) math.randomseed(os.time()) end
+function request()
+  local path = paths[math.random(#paths)]
+  if math.random(3) == 1 then path = path .. "?sub1=c" .. math.random(${subs}) end
+  local headers = { ${ua}}
+  if values then headers[${lua(header?.name ?? '')}] = values[math.random(#values)] end
+  return wrk.format(nil, path, headers)
+end
+`
+            : `local paths = {${paths.map(lua).join(',')}}
 local values = ${header ? `{${header.values.map(lua).join(',')}}` : 'nil'}
 local reqs = {}
 function init(args)

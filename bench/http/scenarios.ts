@@ -25,6 +25,11 @@ export interface SluiceScenario {
    * PostgreSQL at `SLUICE_TEST_PG_URL` (dropped when the server stops).
    */
   backend?: 'sqlite' | 'postgres';
+  /**
+   * A third of the requests carry `?sub1=` with one of this many values, drawn at random per
+   * request (a campaign's sub-ids: what the click log's `clicks_sub1` index is keyed by).
+   */
+  subs?: number;
 }
 
 /**
@@ -36,6 +41,8 @@ export interface RequestMix {
   header?: { name: string; values: string[] };
   /** A browser's: a request without one is a bot (§11), which skips the uniqueness check. */
   userAgent?: string;
+  /** A third of the requests get `?sub1=c<n>`, n drawn from 1…this per request. */
+  subs?: number;
 }
 
 /** A person's browser, so that every request is a click described in full (#14). */
@@ -66,6 +73,40 @@ export const COUNTRIES = [
   'ZA',
 ];
 
+/**
+ * The benchmarks' Sluice scenarios, as [name, what, scenario]: the lightest, then one thing changed
+ * at a time, then all of them together (`mixed`, the realistic one).
+ */
+export const NAMED_SCENARIOS: readonly [string, string, SluiceScenario][] = [
+  [
+    'light',
+    '1 slug, 5 streams, {stream}, no country',
+    { flows: 1, streams: 5, macros: 'stream', country: false },
+  ],
+  [
+    'slugs-1000',
+    '1,000 slugs at random, 5 streams',
+    { flows: 1000, streams: 5, macros: 'stream', country: false },
+  ],
+  [
+    'country',
+    'light + cf-ipcountry (20 countries)',
+    { flows: 1, streams: 5, macros: 'stream', country: true },
+  ],
+  ['macros', 'country + all 4 macros in targets', { flows: 1, streams: 5, macros: 'all', country: true }],
+  ['streams-10', 'country, 10 streams', { flows: 1, streams: 10, macros: 'stream', country: true }],
+  ['streams-100', 'country, 100 streams', { flows: 1, streams: 100, macros: 'stream', country: true }],
+  [
+    'mixed',
+    '1,000 slugs × 10 streams, country, 4 macros',
+    { flows: 1000, streams: 10, macros: 'all', country: true },
+  ],
+  [
+    'unknown-1000',
+    '1,000 slugs with no flow (404), country',
+    { flows: 1, streams: 5, macros: 'stream', country: true, unknown: 1000 },
+  ],
+];
 export const slugOf = (scenario: SluiceScenario, i: number) => (scenario.flows === 1 ? 'bench' : `f${i}`);
 
 function target(macros: SluiceScenario['macros'], i: number): string {
@@ -117,7 +158,8 @@ export function requestMix(scenario: SluiceScenario): RequestMix {
     scenario.unknown === undefined
       ? Array.from({ length: scenario.flows }, (_, i) => `/go/${slugOf(scenario, i)}`)
       : Array.from({ length: scenario.unknown }, (_, i) => `/go/nope-${i}`);
+  const subs = scenario.subs === undefined ? {} : { subs: scenario.subs };
   return scenario.country
-    ? { paths, header: { name: 'cf-ipcountry', values: COUNTRIES }, userAgent: BROWSER_UA }
-    : { paths, userAgent: BROWSER_UA };
+    ? { paths, header: { name: 'cf-ipcountry', values: COUNTRIES }, userAgent: BROWSER_UA, ...subs }
+    : { paths, userAgent: BROWSER_UA, ...subs };
 }

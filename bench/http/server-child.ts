@@ -8,7 +8,9 @@
  * answers `stats` with its CPU µs so far (`process.cpuUsage()`, all its threads; and its main
  * thread's alone, `process.threadCpuUsage()`), the requests its
  * HTTP server has received and its RSS; a Sluice variant also answers `reads` with how many times
- * the routing cache read a flow and its streams from storage. Without IPC (the start-up benchmark)
+ * the routing cache read a flow and its streams from storage, and `clicks` with its click log's
+ * figures (and with `count`, the clicks its database holds and how many carry a sub1, counted on a
+ * connection of its own). Without IPC (the start-up benchmark)
  * it only listens. Each variant imports only what it needs, so a bare peer's start-up and memory
  * carry nothing of Sluice's. Variants:
  *   node-http-302  bare `node:http`: a fixed 302 with a Location header (and `/healthz`)
@@ -20,6 +22,7 @@
  */
 import type { Server } from 'node:http';
 import { parseArgs } from 'node:util';
+import type { ClicksSection } from '../../src/telemetry/index.ts';
 import { type SluiceScenario, seedScenario } from './scenarios.ts';
 
 const { positionals, values } = parseArgs({
@@ -33,6 +36,10 @@ const LOCATION = 'https://example.com/';
 
 let server: Server;
 let reads: (() => { flows: number; streams: number }) | undefined;
+/** Sluice only: its click log's figures and the clicks its database holds. */
+let clicks:
+  | ((count: boolean) => Promise<{ stats: ClicksSection; rows?: { all: number; sub1: number } }>)
+  | undefined;
 
 if (variant === 'node-http-302') {
   const { createServer } = await import('node:http');
@@ -122,6 +129,35 @@ if (variant === 'node-http-302') {
     return ofFlow(id);
   };
   reads = () => ({ ...count });
+  // Counted on a connection of its own, as an operator's query would be.
+  clicks = async (count) => {
+    const stats = node.clickLog.stats();
+    if (!count) return { stats };
+    if (schema === undefined) {
+      const { DatabaseSync } = await import('node:sqlite');
+      const db = new DatabaseSync(join(dir, 'b.db'), { readOnly: true });
+      try {
+        const row = db.prepare('SELECT COUNT(*) AS n, COUNT(sub1) AS s FROM clicks').get() as {
+          n: number;
+          s: number;
+        };
+        return { stats, rows: { all: row.n, sub1: row.s } };
+      } finally {
+        db.close();
+      }
+    }
+    const { default: pg } = await import('pg');
+    const c = new pg.Client({ connectionString: pgUrl });
+    await c.connect();
+    try {
+      const r = await c.query<{ n: string; s: string }>(
+        `SELECT COUNT(*) AS n, COUNT(sub1) AS s FROM ${schema}.clicks`,
+      );
+      return { stats, rows: { all: Number(r.rows[0]!.n), sub1: Number(r.rows[0]!.s) } };
+    } finally {
+      await c.end();
+    }
+  };
   server = node.app.server;
 } else if (variant === 'telemetry-on' || variant === 'telemetry-off') {
   const { pino } = await import('pino');
@@ -163,7 +199,7 @@ if (process.send !== undefined) {
   server.on('request', () => {
     requests++;
   });
-  process.on('message', (m: { id: number; cmd: 'stats' | 'reads' }) => {
+  process.on('message', (m: { id: number; cmd: 'stats' | 'reads' | 'clicks'; count?: boolean }) => {
     if (m.cmd === 'stats') {
       const u = process.cpuUsage();
       const main = process.threadCpuUsage();
@@ -174,6 +210,13 @@ if (process.send !== undefined) {
         requests,
         rss: process.memoryUsage.rss(),
       });
+    } else if (m.cmd === 'clicks') {
+      if (clicks === undefined) process.send!({ id: m.id });
+      else
+        clicks(m.count === true).then(
+          (c) => process.send!({ id: m.id, clicks: c }),
+          (err: Error) => process.send!({ id: m.id, error: err.message }),
+        );
     } else {
       process.send!({ id: m.id, reads: reads?.() });
     }

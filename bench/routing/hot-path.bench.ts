@@ -42,7 +42,7 @@ import {
   startNginx,
   startServer,
 } from '../http/load.ts';
-import { requestMix, type SluiceScenario } from '../http/scenarios.ts';
+import { NAMED_SCENARIOS, requestMix, type SluiceScenario } from '../http/scenarios.ts';
 
 const { values } = parseArgs({
   options: {
@@ -60,39 +60,8 @@ const { values } = parseArgs({
   },
 });
 
-/** Sluice scenarios: the lightest, then one thing changed at a time, then all of them together. */
-const SCENARIOS: [string, string, SluiceScenario][] = [
-  [
-    'light',
-    '1 slug, 5 streams, {stream}, no country',
-    { flows: 1, streams: 5, macros: 'stream', country: false },
-  ],
-  [
-    'slugs-1000',
-    '1,000 slugs at random, 5 streams',
-    { flows: 1000, streams: 5, macros: 'stream', country: false },
-  ],
-  [
-    'country',
-    'light + cf-ipcountry (20 countries)',
-    { flows: 1, streams: 5, macros: 'stream', country: true },
-  ],
-  ['macros', 'country + all 4 macros in targets', { flows: 1, streams: 5, macros: 'all', country: true }],
-  ['streams-10', 'country, 10 streams', { flows: 1, streams: 10, macros: 'stream', country: true }],
-  ['streams-100', 'country, 100 streams', { flows: 1, streams: 100, macros: 'stream', country: true }],
-  [
-    'mixed',
-    '1,000 slugs × 10 streams, country, 4 macros',
-    { flows: 1000, streams: 10, macros: 'all', country: true },
-  ],
-  [
-    'unknown-1000',
-    '1,000 slugs with no flow (404), country',
-    { flows: 1, streams: 5, macros: 'stream', country: true, unknown: 1000 },
-  ],
-];
 const only = values.only?.split(',');
-const scenarios = SCENARIOS.filter(([name]) => only === undefined || only.includes(name)).flatMap(
+const scenarios = NAMED_SCENARIOS.filter(([name]) => only === undefined || only.includes(name)).flatMap(
   ([name, what, scenario]): [string, string, SluiceScenario][] =>
     values.postgres
       ? [

@@ -4,7 +4,10 @@
  * on the node's schema (migrated) with its secondary indexes kept or dropped. CPU µs a row,
  * `COMMIT` included, median of the batches; each variant on a fresh file of its own.
  *
- *   node bench/storage/sqlite-insert.bench.ts [--batches 30] [--flows 100]
+ *   node bench/storage/sqlite-insert.bench.ts [--batches 30] [--flows 100] [--subs 1000] [--existing 0]
+ *
+ * `--existing N` writes N rows through the same statement first (not measured): the cost of each
+ * index once the log holds that many clicks (sub1 on a third of them, from `--subs` values).
  *
  * What docs/PERFORMANCE.md compares a bare fastify 302 with: the part of a redirect's CPU that an
  * in-process click log cannot avoid.
@@ -24,8 +27,12 @@ const { values } = parseArgs({
   options: {
     batches: { type: 'string', default: '30' },
     flows: { type: 'string', default: '100' },
+    subs: { type: 'string', default: '1000' },
+    existing: { type: 'string', default: '0' },
   },
 });
+const SUBS = Number(values.subs);
+const EXISTING = Number(values.existing);
 const BATCHES = Number(values.batches);
 const ROWS = 10_000;
 const FLOWS = Array.from({ length: Number(values.flows) }, () => randomUUID());
@@ -50,7 +57,7 @@ function row(n: number): SQLInputValue[] {
     browser: 'Mobile Safari',
     language: 'en',
     referrer_host: 'news.example.com',
-    sub1: n % 3 === 0 ? `campaign-${(n * 7919) % 1000}` : null,
+    sub1: n % 3 === 0 ? `campaign-${(n * 7919) % SUBS}` : null,
     is_unique: 1,
     is_bot: 0,
     cost_micros: 12_000,
@@ -78,14 +85,15 @@ async function variant(keep: readonly string[]): Promise<number> {
     );
     const perRow: number[] = [];
     let n = 0;
-    for (let b = 0; b < BATCHES; b++) {
+    const existing = Math.ceil(EXISTING / ROWS);
+    for (let b = 0; b < existing + BATCHES; b++) {
       const rows = Array.from({ length: ROWS }, () => row(n++));
       const start = process.cpuUsage();
       db.exec('BEGIN');
       for (const r of rows) insert.run(...r);
       db.exec('COMMIT');
       const used = process.cpuUsage(start);
-      perRow.push((used.user + used.system) / ROWS);
+      if (b >= existing) perRow.push((used.user + used.system) / ROWS);
     }
     db.close();
     return median(perRow);
@@ -95,7 +103,8 @@ async function variant(keep: readonly string[]): Promise<number> {
 }
 
 console.log(
-  `SQLite click INSERT alone: ${BATCHES} transactions of ${ROWS.toLocaleString('en-US')} rows, ${FLOWS.length} flows, CPU µs a row (median)`,
+  `SQLite click INSERT alone: ${BATCHES} transactions of ${ROWS.toLocaleString('en-US')} rows, ${FLOWS.length} flows, ` +
+    `${SUBS.toLocaleString('en-US')} sub1 values, after ${EXISTING.toLocaleString('en-US')} rows; CPU µs a row (median)`,
 );
 for (const keep of [[], ['clicks_created'], ['clicks_created', 'clicks_flow'], SECONDARY]) {
   const us = await variant(keep);
