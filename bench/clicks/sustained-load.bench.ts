@@ -15,6 +15,8 @@
  * a click (a redirect, a bot or a no-match: all are logged), so the table must hold exactly as many
  * rows as requests, with nothing dropped. The process exits 1 when it does not.
  *
+ * The node's RSS is sampled with the click figures (start, peak, and once the log emptied).
+ *
  * The log starts empty and ends holding everything the run sent (~2 million clicks in 60 s at the
  * light scenario's rate), so the second half of a run is the click log at scale.
  */
@@ -71,7 +73,8 @@ interface Row {
   sub1: number;
   dropped: number;
   failed: number;
-  rssMb: [number, number];
+  /** At the start, the most sampled, and once the log emptied. */
+  rssMb: [number, number, number];
 }
 
 const rows: Row[] = [];
@@ -85,6 +88,7 @@ try {
       const mix = requestMix(SUBS > 0 ? { ...scenario, subs: SUBS } : scenario);
       let maxHeld = 0;
       let maxHeldAt = 0;
+      let peakRss = s0.rss;
       let loading = true;
       const t0 = performance.now();
       const load = client
@@ -96,6 +100,7 @@ try {
       while (loading) {
         await new Promise((r) => setTimeout(r, 1000));
         const k = await server.clicks();
+        peakRss = Math.max(peakRss, (await server.stats()).rss);
         if (held(k) > maxHeld) {
           maxHeld = held(k);
           maxHeldAt = (performance.now() - t0) / 1000;
@@ -134,7 +139,7 @@ try {
         sub1: counted.sub1 - rows0.sub1,
         dropped: k.dropped - k0.dropped,
         failed: k.failed_flushes - k0.failed_flushes,
-        rssMb: [s0.rss / 2 ** 20, s2.rss / 2 ** 20],
+        rssMb: [s0.rss / 2 ** 20, Math.max(peakRss, s2.rss) / 2 ** 20, s2.rss / 2 ** 20],
       });
       if (stored !== requests || k.dropped !== k0.dropped || held(k) > 0 || result.bad > 0) {
         console.log(
@@ -153,13 +158,13 @@ try {
 
 console.log(`after: ${machine()}`);
 console.log(
-  '\n| scenario | req/s | clicks persisted/s under load | most held (buffered + unacked) | at | `buffer_max` | emptied after the load in | requests | clicks stored (with sub1) | dropped | failed flushes | RSS start → end |',
+  '\n| scenario | req/s | clicks persisted/s under load | most held (buffered + unacked) | at | `buffer_max` | emptied after the load in | requests | clicks stored (with sub1) | dropped | failed flushes | RSS start → peak → end |',
 );
 console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const r of rows) {
   console.log(
     `| ${r.name}: ${r.what} | ${fmt(r.rps)} | ${fmt(r.persistedPerS)} | ${fmt(r.maxHeld)} | ${r.maxHeldAt.toFixed(0)} s | ${fmt(r.bufferMax)} | ` +
       `${r.drainS.toFixed(1)} s | ${fmt(r.requests)} | ${fmt(r.rows)} (${fmt(r.sub1)}) | ${fmt(r.dropped)} | ${r.failed} | ` +
-      `${r.rssMb[0].toFixed(0)} → ${r.rssMb[1].toFixed(0)} MB |`,
+      `${r.rssMb.map((mb) => mb.toFixed(0)).join(' → ')} MB |`,
   );
 }
