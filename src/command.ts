@@ -153,7 +153,12 @@ async function start(args: string[]): Promise<number> {
       signalledAt = performance.now();
       const limit = node.config.app.server.shutdown_timeout_ms;
       const timer = setTimeout(() => {
-        node.logger.error({ timeout_ms: limit }, 'graceful stop timed out; exiting');
+        // What the click log still held is lost (a batch under way may yet have committed): say how many.
+        const clicks = node.clickLog.stats();
+        node.logger.error(
+          { timeout_ms: limit, clicks_buffered: clicks.buffered, clicks_unacked: clicks.unacked },
+          'graceful stop timed out; exiting',
+        );
         node.logger.flush();
         process.exit(1);
       }, limit + 1000);

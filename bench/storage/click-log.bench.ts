@@ -13,7 +13,7 @@
  *        [--feed 200000] [--existing 0] [--flows 100] [--subs 1000]
  *        [--batch N]
  *
- * `--existing N` first writes N clicks (10k batches, through the same path), so the figures are
+ * `--existing N` first writes N clicks (in batches of the store's size, through the same path), so the figures are
  * those of a log that already holds that many: an index keyed by something other than time takes
  * each batch's rows at as many places as the batch has distinct keys, and once the index no longer
  * fits SQLite's page cache each of those places is a page read and a page written. A fresh table
@@ -240,7 +240,7 @@ for (const backend of values.backends.split(',')) {
     const cpu = new Map<number, number[]>(sizes.map((n) => [n, []]));
     // The main thread's share: what the event loop pays (the checkpoint thread's work is not in it).
     const mainCpu = new Map<number, number[]>(sizes.map((n) => [n, []]));
-    let queries = 0;
+    const queries = new Map<number, number>();
     for (let r = 0; r < ROUNDS; r++) {
       for (const size of times.keys()) {
         const batch = batchOf(size);
@@ -254,7 +254,7 @@ for (const backend of values.backends.split(',')) {
         const m = process.threadCpuUsage(m0);
         cpu.get(size)!.push((c.user + c.system) / size);
         mainCpu.get(size)!.push((m.user + m.system) / size);
-        queries = storage.stats().queries - q0;
+        queries.set(size, storage.stats().queries - q0);
       }
     }
     for (const [size, ts] of times) {
@@ -262,7 +262,7 @@ for (const backend of values.backends.split(',')) {
       console.log(
         `  ${backend.padEnd(11)} batch of ${String(size).padStart(6)}: ${ms.toFixed(1).padStart(7)} ms, ${fmt((size / ms) * 1000)} rows/s, ` +
           `${median(cpu.get(size)!).toFixed(1)} µs this process's CPU a row (main thread ${median(mainCpu.get(size)!).toFixed(1)}), ` +
-          `${queries} queries a batch (min ${Math.min(...ts).toFixed(1)}, max ${Math.max(...ts).toFixed(1)} ms)`,
+          `${queries.get(size)} queries a batch (min ${Math.min(...ts).toFixed(1)}, max ${Math.max(...ts).toFixed(1)} ms)`,
       );
     }
     const log = new ClickLog({

@@ -26,7 +26,8 @@ function toParam(v: unknown): SQLInputValue {
 
 /**
  * `node:sqlite` behind the async executor interface. Statements are prepared once and cached.
- * A transaction holds a gate so that no other caller's statement lands inside it while it awaits.
+ * An open transaction holds a gate so that no other caller's statement lands inside it while it
+ * awaits; transactions take their turn one after another.
  *
  * Another connection may hold the write lock (a node's batch writer thread, the CLI). SQLite's
  * busy handler would sleep inside the call, on the event loop; with `busyWaitMs` the connection
@@ -41,7 +42,15 @@ export class SqliteExecutor implements SqlExecutor {
   readonly #stats: QueryTimer;
   readonly #busyWaitMs: number;
   readonly #statements = new Map<string, StatementSync>();
+  /** Closed while a transaction of this connection is open: every other statement waits. */
   #gate: Promise<void> | null = null;
+  /**
+   * Held by a transaction from its call to its end, including while its `BEGIN` waits for another
+   * connection's lock: the next transaction waits for it, a lone statement does not (it ran behind
+   * a waiting `BEGIN` before: a `/go` cache miss waited ~0.5 s behind an ACP save that waited for
+   * the writer thread's 50,000-click transaction).
+   */
+  #turn: Promise<void> | null = null;
 
   constructor(db: DatabaseSync, stats: QueryTimer, { busyWaitMs = 0 }: { busyWaitMs?: number } = {}) {
     this.#db = db;
@@ -82,13 +91,20 @@ export class SqliteExecutor implements SqlExecutor {
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    while (this.#gate) await this.#gate;
-    let open!: () => void;
-    this.#gate = new Promise((r) => {
-      open = r;
+    while (this.#turn) await this.#turn;
+    let next!: () => void;
+    this.#turn = new Promise((r) => {
+      next = r;
     });
+    let open: (() => void) | undefined;
     try {
-      await this.#execWaiting('BEGIN IMMEDIATE', [], false, true);
+      // The gate closes in the same synchronous step as the BEGIN that succeeds: a statement
+      // resuming in between would run inside this transaction.
+      await this.#execWaiting('BEGIN IMMEDIATE', [], false, () => {
+        this.#gate = new Promise((r) => {
+          open = r;
+        });
+      });
       try {
         const out = await fn(new SqliteTransaction(this));
         this.exec('COMMIT', [], false);
@@ -99,7 +115,9 @@ export class SqliteExecutor implements SqlExecutor {
       }
     } finally {
       this.#gate = null;
-      open();
+      open?.();
+      this.#turn = null;
+      next();
     }
   }
 
@@ -120,13 +138,14 @@ export class SqliteExecutor implements SqlExecutor {
    * `busyWaitMs` has passed (the last try is at that deadline, so giving up means it was waited
    * for). The wait is timed with the statement; tries that found the database busy are not
    * failures. While it waited, a transaction of this connection may have begun: the next try waits
-   * for its gate rather than land inside it (`holdsGate`: the caller is that transaction).
+   * for its gate rather than land inside it. `done` runs in the same synchronous step as the
+   * statement that succeeded.
    */
   async #execWaiting(
     sql: string,
     params: readonly unknown[],
     rows: boolean,
-    holdsGate = false,
+    done?: () => void,
   ): Promise<Row[] | number> {
     const start = this.#stats.clock.monotonic();
     // Real time, whatever clock the stats were given: this waits for another connection.
@@ -135,6 +154,7 @@ export class SqliteExecutor implements SqlExecutor {
     for (;;) {
       try {
         const out = this.#step(sql, params, rows);
+        done?.();
         this.#stats.ok(start);
         return out;
       } catch (err) {
@@ -143,7 +163,7 @@ export class SqliteExecutor implements SqlExecutor {
         await new Promise<void>((r) => setTimeout(r, Math.min(pause, Math.ceil(left))));
         pause = Math.min(pause * 2, BUSY_PAUSE_MAX_MS);
       }
-      if (!holdsGate) while (this.#gate) await this.#gate;
+      while (this.#gate) await this.#gate;
     }
   }
 

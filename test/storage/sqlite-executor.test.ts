@@ -87,6 +87,29 @@ describe("SQLite executor: waiting for another connection's lock", () => {
     );
   });
 
+  test('a read does not queue behind a transaction whose BEGIN waits for the lock', async () => {
+    other.exec('BEGIN IMMEDIATE; INSERT INTO t VALUES (20)');
+    try {
+      const waiting = exec.transaction(async (tx) => tx.run('INSERT INTO t VALUES (21)'));
+      const second = exec.transaction(async (tx) => tx.run('INSERT INTO t VALUES (22)'));
+      // The lock is still held: a read queued behind the waiting BEGIN would resolve only once that
+      // BEGIN gave up (busyWaitMs), failing its transaction.
+      const [row] = await exec.all<{ n: number }>('SELECT COUNT(*) AS n FROM t WHERE n >= 20');
+      assert.equal(row!.n, 0, 'the other connection has not committed');
+      assert.equal(other.isTransaction, true);
+      other.exec('COMMIT');
+      // Transactions still take their turn: neither BEGIN lands inside the other's transaction.
+      assert.deepEqual(await Promise.all([waiting, second]), [1, 1]);
+    } finally {
+      if (other.isTransaction) other.exec('ROLLBACK');
+    }
+    const rows = db.prepare('SELECT n FROM t WHERE n >= 20 ORDER BY n').all() as { n: number }[];
+    assert.deepEqual(
+      rows.map((r) => r.n),
+      [20, 21, 22],
+    );
+  });
+
   test('a wait longer than busyWaitMs fails as db.unavailable, and reads never wait', async () => {
     const short = new SqliteExecutor(db, new QueryStats(systemClock), { busyWaitMs: 50 });
     const committed = (db.prepare('SELECT COUNT(*) AS n FROM t').get() as { n: number }).n;
