@@ -75,7 +75,7 @@ export class SqlStorage implements Storage {
     this.#guard = new BatchGuard(backend.exec, clock);
     this.clicks = new SqlClicks(backend.exec, this.#guard, backend.reader, backend.writer);
     this.conversions = new SqlConversions(backend.exec, clock, backend.reader);
-    this.reports = new SqlReports(backend.exec, backend.reader);
+    this.reports = new SqlReports(backend.exec, backend.reader, backend.writer);
     this.audit = new SqlAudit(backend.exec, clock);
     this.sightings = new SqlSightings(backend.exec);
   }

@@ -45,6 +45,8 @@ const SUBS = 50_000;
 const NEVER = '0 0 1 1 *';
 /** Clicks a report scans: before the SQLite reader thread, ~0.1 s on the main thread. */
 const REPORT_CLICKS = 150_000;
+/** Rollup rows of one busy hour that retention deletes. */
+const ROLLUP_ROWS = 100_000;
 
 setFlagsFromString('--expose-gc');
 /** A full collection now (V8's `gc`, exposed for this file's context). */
@@ -297,6 +299,29 @@ for (const backend of BACKENDS) {
         total = page.total;
       });
       assert.equal(total, 0);
+      assert.ok(hold.maxMs <= BOUND_MS, held(hold));
+    });
+
+    it(`report rollups retention of one hour of ${ROLLUP_ROWS} rollup rows`, async () => {
+      // A busy hour's rollups: one row per flow, stream, country, device, os, browser, language
+      // and outcome seen in it. Deleted in one statement, the hour held the loop on SQLite.
+      const hour = '2026-01-05T03:00:00.000Z';
+      await sql(
+        backend.name === 'sqlite'
+          ? `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ${ROLLUP_ROWS})
+             INSERT INTO report_hours (hour, flow_id, stream_id, country, device_type, os, browser, language, outcome, clicks, uniques, bots, no_match, cost_micros)
+             SELECT '${hour}', printf('stall-flow-%06d', i % ${FLOWS}), printf('stall-stream-%07d', i), 'DE', 'mobile', 'iOS', 'Safari', 'de', 'redirect', 1, 1, 0, 0, 0 FROM n`
+          : `INSERT INTO report_hours (hour, flow_id, stream_id, country, device_type, os, browser, language, outcome, clicks, uniques, bots, no_match, cost_micros)
+             SELECT '${hour}', 'stall-flow-' || lpad((i % ${FLOWS})::text, 6, '0'), 'stall-stream-' || lpad(i::text, 7, '0'), 'DE', 'mobile', 'iOS', 'Safari', 'de', 'redirect', 1, 1, 0, 0, 0
+             FROM generate_series(0, ${ROLLUP_ROWS - 1}) AS i`,
+      );
+      let deleted = 0;
+      const hold = await longestHold(async () => {
+        deleted = await t.node.storage.reports.deleteRollupsBefore('2026-01-06T00:00:00.000Z');
+      });
+      assert.equal(deleted, ROLLUP_ROWS);
+      const [left] = await sql("SELECT COUNT(*) AS n FROM report_hours WHERE hour < '2026-01-06'");
+      assert.equal(Number(left?.n), 0, 'the hour is gone');
       assert.ok(hold.maxMs <= BOUND_MS, held(hold));
     });
   });

@@ -7,7 +7,7 @@ import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
 import { DEFAULT_SCOPE, reportsRetention } from '../../src/tasks/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
 import { newClick } from '../helpers/records.ts';
-import { BACKENDS, type Opened } from '../storage/backends.ts';
+import { BATCH_BACKENDS, type Opened } from '../storage/backends.ts';
 
 const silent = pino({ level: 'silent' });
 const DAY = 86_400_000;
@@ -17,8 +17,8 @@ test('reports.retention is leader-scoped by default (§15)', () => {
   assert.equal(DEFAULT_SCOPE['reports.retention'], 'leader');
 });
 
-for (const backend of BACKENDS) {
-  describe(`reports.retention and the hourly rollups on ${backend.name}`, async () => {
+for (const backend of BATCH_BACKENDS) {
+  describe(`reports.retention and the hourly rollups on ${backend.label}`, async () => {
     const available = await backend.available();
     let opened: Opened;
     let storage: Storage;
@@ -86,6 +86,37 @@ for (const backend of BACKENDS) {
       assert.equal((logs[0] as { deleted: number }).deleted, 1);
       // The raw click of that hour is the click log's business (clicks.retention), not this task's.
       assert.ok(await storage.clicks.get(old.click_id));
+    });
+
+    it('an hour of more rows than one statement deletes goes whole; a stopped run leaves the rest', async () => {
+      // 2,600 rollup rows of one old hour and 1,400 of the next: SQLite deletes 2,000 a statement.
+      const hours = ['2024-05-01T10:00:00.000Z', '2024-05-01T11:00:00.000Z'];
+      const clicks = Array.from({ length: 4000 }, (_, i) =>
+        newClick({
+          flow_id: 'rr-many',
+          stream_id: `rr-stream-${i}`,
+          at: Date.parse(hours[i < 2600 ? 0 : 1]!) + i,
+        }),
+      );
+      await storage.clicks.insertBatch({ id: newBatchId(), server_id: null, rows: clicks });
+      const count = async () =>
+        toNum(
+          (
+            await sql.all<{ n: unknown }>("SELECT COUNT(*) AS n FROM report_hours WHERE flow_id = 'rr-many'")
+          )[0]?.n,
+        );
+      assert.equal(await count(), 4000);
+      const stopped = new AbortController();
+      stopped.abort();
+      assert.equal(
+        await storage.reports.deleteRollupsBefore('2024-06-01T00:00:00.000Z', { signal: stopped.signal }),
+        0,
+      );
+      assert.equal(await count(), 4000, 'a run stopped before it began deletes nothing');
+      assert.equal(await storage.reports.deleteRollupsBefore('2024-05-01T11:00:00.000Z'), 2600);
+      assert.equal(await count(), 1400, 'the later hour is kept');
+      assert.equal(await storage.reports.deleteRollupsBefore('2024-06-01T00:00:00.000Z'), 1400);
+      assert.equal(await count(), 0);
     });
   });
 }
