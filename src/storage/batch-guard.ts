@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../time/index.ts';
-import type { SqlExecutor } from './sql.ts';
+import { deleteInChunks, type SqlExecutor } from './sql.ts';
 import { idProblem } from './storable.ts';
 
 /**
@@ -53,18 +53,14 @@ export async function claimBatch(tx: SqlExecutor, id: string, kind: BatchKind, a
  * Deletes guard rows applied before `before` (an ISO timestamp), a chunk per statement with the
  * event loop let go between chunks; returns how many went.
  */
-export async function pruneAppliedBatches(exec: SqlExecutor, before: string): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const n = await exec.run(
-      `DELETE FROM applied_batches WHERE batch_id IN
-         (SELECT batch_id FROM applied_batches WHERE applied_at < ? ORDER BY applied_at LIMIT ?)`,
-      [before, PRUNE_CHUNK],
-    );
-    total += n;
-    if (n < PRUNE_CHUNK) return total;
-    await new Promise<void>((r) => setImmediate(r));
-  }
+export function pruneAppliedBatches(exec: SqlExecutor, before: string): Promise<number> {
+  return deleteInChunks(
+    exec,
+    `DELETE FROM applied_batches WHERE batch_id IN
+       (SELECT batch_id FROM applied_batches WHERE applied_at < ? ORDER BY applied_at LIMIT ?)`,
+    [before],
+    PRUNE_CHUNK,
+  );
 }
 
 /**

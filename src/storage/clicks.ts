@@ -4,7 +4,7 @@ import { type BatchColumnType, type BatchRow, BatchStatement } from './batch.ts'
 import type { BatchGuard } from './batch-guard.ts';
 import { fromMicros, toMicros } from './money.ts';
 import { decodeCursor, encodeCursor } from './paging.ts';
-import { type Row, type SqlExecutor, type SqlReader, toIso } from './sql.ts';
+import { deleteInChunks, type Row, type SqlExecutor, type SqlReader, toIso } from './sql.ts';
 import { clickIdProblem, storableProblem, storableText } from './storable.ts';
 import {
   type BatchResult,
@@ -442,22 +442,16 @@ export class SqlClicks implements ClickStore {
   async deleteOlderThan(before: string, opts: ChunkedDelete = {}): Promise<number> {
     const problem = storableProblem('timestamp', before);
     if (problem !== undefined) throw new Error(`deleteOlderThan: before ${problem}`);
-    const chunk = opts.chunkRows ?? DELETE_CHUNK;
-    let total = 0;
-    while (!opts.signal?.aborted) {
-      // One short statement a chunk, oldest first along the created_at index: a retention delete
-      // of millions of rows never holds a long lock, nor (SQLite runs in-process) the event loop.
-      // On a SQLite node, on its writer thread: a chunk on a log spread over many flows and sub-ids
-      // takes ~100 ms, the deletes touching as many index pages as the inserts did.
-      const n = await (this.#writer ?? this.#x).run(
-        `DELETE FROM clicks WHERE click_id IN
-           (SELECT click_id FROM clicks WHERE created_at < ? ORDER BY created_at LIMIT ?)`,
-        [before, chunk],
-      );
-      total += n;
-      if (n < chunk) break;
-      await new Promise<void>((r) => setImmediate(r));
-    }
-    return total;
+    // Oldest first along the created_at index. On a SQLite node, on its writer thread: a chunk on
+    // a log spread over many flows and sub-ids takes ~100 ms, the deletes touching as many index
+    // pages as the inserts did.
+    return deleteInChunks(
+      this.#writer ?? this.#x,
+      `DELETE FROM clicks WHERE click_id IN
+         (SELECT click_id FROM clicks WHERE created_at < ? ORDER BY created_at LIMIT ?)`,
+      [before],
+      opts.chunkRows ?? DELETE_CHUNK,
+      opts.signal,
+    );
   }
 }

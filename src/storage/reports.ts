@@ -1,6 +1,6 @@
 import { type ClickWriter, SUB_COLUMNS } from './clicks.ts';
 import type { Row, SqlExecutor, SqlReader } from './sql.ts';
-import { toNum } from './sql.ts';
+import { deleteInChunks, toNum } from './sql.ts';
 
 /**
  * Click-log columns a report may group by (§15); the same names exist on `conversions`. The
@@ -219,19 +219,15 @@ export class SqlReports implements ReportStore {
    * rows. So a chunk a statement, oldest first along the primary key, on the writer thread when
    * the node has one.
    */
-  async #deleteChunks(before: string, signal: AbortSignal | undefined): Promise<number> {
-    let total = 0;
-    while (!signal?.aborted) {
-      const n = await (this.#writer ?? this.#x).run(
-        `DELETE FROM report_hours WHERE rowid IN
-           (SELECT rowid FROM report_hours WHERE hour < ? ORDER BY hour LIMIT ?)`,
-        [before, ROLLUP_DELETE_CHUNK],
-      );
-      total += n;
-      if (n < ROLLUP_DELETE_CHUNK) break;
-      await new Promise<void>((r) => setImmediate(r));
-    }
-    return total;
+  #deleteChunks(before: string, signal: AbortSignal | undefined): Promise<number> {
+    return deleteInChunks(
+      this.#writer ?? this.#x,
+      `DELETE FROM report_hours WHERE rowid IN
+         (SELECT rowid FROM report_hours WHERE hour < ? ORDER BY hour LIMIT ?)`,
+      [before],
+      ROLLUP_DELETE_CHUNK,
+      signal,
+    );
   }
 
   /**

@@ -1,5 +1,5 @@
 import { BatchStatement } from './batch.ts';
-import { type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
+import { deleteInChunks, type Row, type SqlExecutor, toIso, toNum } from './sql.ts';
 import { storableText } from './storable.ts';
 import type { ChunkedDelete, Sighting, SightingPage, SightingStore } from './types.ts';
 
@@ -97,19 +97,13 @@ export class SqlSightings implements SightingStore {
   }
 
   async prune(before: number, opts: ChunkedDelete = {}): Promise<number> {
-    const at = new Date(before).toISOString();
-    const chunk = opts.chunkRows ?? PRUNE_CHUNK;
-    let total = 0;
-    while (!opts.signal?.aborted) {
-      const n = await this.#x.run(
-        `DELETE FROM click_sightings WHERE seq IN
-           (SELECT seq FROM click_sightings WHERE first_seen_at < ? ORDER BY first_seen_at LIMIT ?)`,
-        [at, chunk],
-      );
-      total += n;
-      if (n < chunk) break;
-      await new Promise<void>((r) => setImmediate(r));
-    }
-    return total;
+    return deleteInChunks(
+      this.#x,
+      `DELETE FROM click_sightings WHERE seq IN
+         (SELECT seq FROM click_sightings WHERE first_seen_at < ? ORDER BY first_seen_at LIMIT ?)`,
+      [new Date(before).toISOString()],
+      opts.chunkRows ?? PRUNE_CHUNK,
+      opts.signal,
+    );
   }
 }

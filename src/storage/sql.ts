@@ -44,3 +44,27 @@ export function toIso(v: unknown): string | null {
 export function toNum(v: unknown): number {
   return typeof v === 'number' ? v : Number(v ?? 0);
 }
+
+/**
+ * Runs `sql`, a `DELETE` of at most `chunk` rows whose last parameter is that chunk, until a
+ * statement deletes fewer: each its own short transaction, with the event loop let go between
+ * them, so a retention delete of millions of rows never holds a long lock nor (SQLite runs
+ * in-process) the loop. Stops between statements when `signal` fires; what went stays gone.
+ * Returns the rows deleted.
+ */
+export async function deleteInChunks(
+  x: Pick<SqlExecutor, 'run'>,
+  sql: string,
+  params: readonly unknown[],
+  chunk: number,
+  signal?: AbortSignal,
+): Promise<number> {
+  let total = 0;
+  while (!signal?.aborted) {
+    const n = await x.run(sql, [...params, chunk]);
+    total += n;
+    if (n < chunk) break;
+    await new Promise<void>((r) => setImmediate(r));
+  }
+  return total;
+}
