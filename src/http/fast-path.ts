@@ -125,6 +125,11 @@ export class FrontDoor {
     if (opts.connectionTimeout !== undefined) server.setTimeout(opts.connectionTimeout);
     if (opts.maxRequestsPerSocket !== undefined && opts.maxRequestsPerSocket > 0)
       server.maxRequestsPerSocket = opts.maxRequestsPerSocket;
+    // A client that half-closes after its request (`printf ... | nc`) still gets its answer, as
+    // nginx gives it: Node otherwise ends the socket on the FIN, and every answer that needed a
+    // database round trip (a cache miss, an ACP call on PostgreSQL) was never sent. Node's own
+    // server property (set false by its constructor): the connection closes after the answer.
+    (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
     return server;
   }
 

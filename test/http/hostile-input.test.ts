@@ -575,6 +575,36 @@ describe('hostile input', () => {
     await other.close();
   });
 
+  test('a client that half-closes after its request still gets the answer, then the close', async () => {
+    // `printf ... | nc`: the request, then the client's FIN. Node ended the socket on the FIN, so
+    // an answer that waited on anything (here the reader thread, or a flow read from storage)
+    // was never sent.
+    const halfClosed = (request: string) =>
+      new Promise<string>((resolve) => {
+        const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => socket.end(request));
+        let out = '';
+        socket.on('data', (d) => {
+          out += d.toString('latin1');
+        });
+        socket.on('error', () => {});
+        socket.on('close', () => resolve(out));
+      });
+    const list = '{"limit":1}';
+    const answers = await Promise.all([
+      halfClosed(
+        `POST /acp/clicks/list HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${list.length}\r\n\r\n${list}`,
+      ),
+      halfClosed('GET /go/fuzz HTTP/1.1\r\nHost: x\r\n\r\n'),
+      halfClosed('GET /go/no-such-flow HTTP/1.1\r\nHost: x\r\n\r\n'),
+    ]);
+    assert.deepEqual(
+      answers.map((a) => a.split('\r\n')[0]),
+      ['HTTP/1.1 200 OK', 'HTTP/1.1 302 Found', 'HTTP/1.1 404 Not Found'],
+    );
+    assert.match(answers[0]!, /\r\n\r\n\{"items":/);
+  });
+
   test('a client that leaves in the middle of its body gets no answer and no api error record', async () => {
     const id = 'aborted-body-0001';
     const unmatched = t.node.telemetry.controllers.get('/acp/streams/list');
