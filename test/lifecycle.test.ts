@@ -5,10 +5,12 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { openSqlite } from '../src/storage/index.ts';
+import { openPostgres, openSqlite } from '../src/storage/index.ts';
 import { systemClock } from '../src/time/index.ts';
 import { CLI, runCli, START_LIMIT_MS } from './helpers/cli.ts';
+import { dropSchema, PG_URL, pgAvailable, testSchema } from './helpers/postgres.ts';
 import { stallClients } from './helpers/stall.ts';
+import { TcpProxy } from './helpers/tcp-proxy.ts';
 import { USER_AGENTS } from './helpers/user-agents.ts';
 
 /** A browser's user agent: a click without one is a bot (§11), never a hit. */
@@ -223,6 +225,89 @@ describe('a start that cannot listen', () => {
     } finally {
       holder.close();
       rmSync(devDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a stop that outruns its deadline', async () => {
+  const available = await pgAvailable();
+  test('exits 1 and its last record says how many clicks it had not written', {
+    skip: !available && 'PostgreSQL unavailable',
+  }, async () => {
+    // PostgreSQL behind a proxy that goes silent: the stop's flushes wait on it past the deadline.
+    const proxy = new TcpProxy('127.0.0.1', Number(new URL(PG_URL).port || 5432));
+    await proxy.start();
+    const via = new URL(PG_URL);
+    via.port = String(proxy.port);
+    const schema = testSchema();
+    const pgDir = mkdtempSync(join(tmpdir(), 'sluice-late-'));
+    const seed = openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock });
+    try {
+      await seed.migrate();
+      // The slug `clicks()` asks for.
+      const flow = await seed.flows.create({
+        slug: 'stop',
+        name: 'l',
+        status: 'active',
+        rotation: 'position',
+      });
+      await seed.streams.create({
+        flow_id: flow.id,
+        name: 'd',
+        type: 'default',
+        position: 0,
+        weight: 1,
+        status: 'active',
+        filters: {},
+        target_url: 'https://late.test/',
+        redirect_code: 302,
+      });
+      await seed.close();
+      writeFileSync(
+        join(pgDir, 'config.test.yml'),
+        `app:\n  server:\n    port: 0\n    shutdown_timeout_ms: 300\nstorage:\n  driver: postgres\n  postgres:\n` +
+          `    url: ${via.toString()}\n    schema: ${schema}\n` +
+          // The clicks stay in memory until the stop writes them.
+          'clicks:\n  flush_interval_ms: 60000\n',
+      );
+      const child = spawn(process.execPath, [CLI, 'start'], {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH, APP_CONFIG_DIR: pgDir, APP_MODE: 'test' },
+      });
+      let out = '';
+      child.stdout.on('data', (d) => {
+        out += d;
+      });
+      child.stderr.on('data', (d) => {
+        out += d;
+      });
+      const exited = new Promise<number | null>((res) => child.on('close', res));
+      try {
+        await new Promise<void>((res, rej) => {
+          const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), START_LIMIT_MS);
+          child.stdout.on('data', () => {
+            if (!out.includes('"sluice started"')) return;
+            clearTimeout(timer);
+            res();
+          });
+        });
+        const url = JSON.parse(out.split('\n').find((l) => l.includes('"sluice started"'))!).url as string;
+        assert.equal(await clicks(url, 3), 3);
+        proxy.freeze();
+        child.kill('SIGTERM');
+        assert.equal(await exited, 1, out);
+        const last = out.split('\n').find((l) => l.includes('graceful stop timed out; exiting'));
+        assert.ok(last, out);
+        const record = JSON.parse(last) as { clicks_buffered: number; clicks_unacked: number };
+        assert.equal(record.clicks_buffered + record.clicks_unacked, 3, last);
+      } finally {
+        child.kill('SIGKILL');
+      }
+    } finally {
+      await proxy.down();
+      await seed.close().catch(() => {});
+      rmSync(pgDir, { recursive: true, force: true });
+      await dropSchema(schema);
     }
   });
 });

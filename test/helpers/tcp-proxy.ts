@@ -8,6 +8,7 @@ export class TcpProxy {
   readonly #target: { host: string; port: number };
   #server: Server | undefined;
   readonly #sockets = new Set<Socket>();
+  #frozen = false;
   port = 0;
 
   constructor(targetHost: string, targetPort: number) {
@@ -16,6 +17,14 @@ export class TcpProxy {
 
   async start(port = 0): Promise<number> {
     const server = createServer((client) => {
+      if (this.#frozen) {
+        // The partition holds new connections too: accepted, and then nothing.
+        this.#sockets.add(client);
+        client.on('close', () => this.#sockets.delete(client));
+        client.on('error', () => client.destroy());
+        client.pause();
+        return;
+      }
       const upstream = createConnection(this.#target);
       for (const s of [client, upstream]) {
         this.#sockets.add(s);
@@ -40,15 +49,18 @@ export class TcpProxy {
   async down(): Promise<void> {
     const server = this.#server;
     this.#server = undefined;
+    this.#frozen = false;
     for (const s of this.#sockets) s.destroy();
     if (server) await new Promise<void>((r) => server.close(() => r()));
   }
 
   /**
    * A partition: connections stay open but nothing passes any more, and no reset is sent — the
-   * case a closed socket does not show. `down()` ends it.
+   * case a closed socket does not show; a new connection is accepted and then hears nothing.
+   * `down()` ends it.
    */
   freeze(): void {
+    this.#frozen = true;
     for (const s of this.#sockets) {
       s.unpipe();
       s.pause();
