@@ -282,16 +282,22 @@ describe('a stop that outruns its deadline', async () => {
         out += d;
       });
       const exited = new Promise<number | null>((res) => child.on('close', res));
+      // Whole lines only: a chunk may end in the middle of one.
+      const startedLine = () =>
+        out
+          .split('\n')
+          .slice(0, -1)
+          .find((l) => l.includes('"sluice started"'));
       try {
         await new Promise<void>((res, rej) => {
           const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), START_LIMIT_MS);
           child.stdout.on('data', () => {
-            if (!out.includes('"sluice started"')) return;
+            if (startedLine() === undefined) return;
             clearTimeout(timer);
             res();
           });
         });
-        const url = JSON.parse(out.split('\n').find((l) => l.includes('"sluice started"'))!).url as string;
+        const url = JSON.parse(startedLine()!).url as string;
         assert.equal(await clicks(url, 3), 3);
         proxy.freeze();
         child.kill('SIGTERM');

@@ -88,7 +88,7 @@ for (const backend of BATCH_BACKENDS) {
       assert.ok(await storage.clicks.get(old.click_id));
     });
 
-    it('an hour of more rows than one statement deletes goes whole; a stopped run leaves the rest', async () => {
+    it('an hour of more rows than one statement deletes goes whole; a run stopped before it begins deletes nothing', async () => {
       // 2,600 rollup rows of one old hour and 1,400 of the next: SQLite deletes 2,000 a statement.
       const hours = ['2024-05-01T10:00:00.000Z', '2024-05-01T11:00:00.000Z'];
       const clicks = Array.from({ length: 4000 }, (_, i) =>
