@@ -281,8 +281,20 @@ describe('web console in a browser', { skip }, () => {
       // This flow's clicks only: other tests' redirects are clicks too (of other flows).
       await page.selectOption('form[aria-label="Click filters"] select[name=flow_id]', flow.id);
       await page.click('form[aria-label="Click filters"] button[type=submit]');
-      await page.waitForSelector(`${rows} code:text-is("browser-click-11")`);
-      // Newest first: the first row is the newest click.
+      // The filtered list, not the one shown before it (other flows' clicks, some newer, some of
+      // them on screen with browser-click-11 further down): this flow's 12 clicks, newest first.
+      await page.waitForFunction(
+        ([sel, n]) => {
+          const d = (
+            globalThis as unknown as {
+              document: { querySelectorAll(s: string): ArrayLike<{ textContent: string | null }> };
+            }
+          ).document;
+          const cells = d.querySelectorAll(sel as string);
+          return cells.length === n && cells[0]!.textContent?.trim() === 'browser-click-11';
+        },
+        [`${rows} td[data-label=Click]`, clicks.length] as const,
+      );
       assert.equal(
         (await page.textContent(`${rows} >> nth=0 >> td[data-label=Click]`))?.trim(),
         'browser-click-11',
