@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { openPostgres, openSqlite } from '../src/storage/index.ts';
+import { openPostgres, openSqlite, type Storage } from '../src/storage/index.ts';
 import { systemClock } from '../src/time/index.ts';
 import { CLI, runCli, START_LIMIT_MS } from './helpers/cli.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from './helpers/postgres.ts';
@@ -34,7 +34,11 @@ before(async () => {
     join(dir, 'config.test.yml'),
     `app:\n  server:\n    port: 0\n    shutdown_timeout_ms: ${TIMEOUT_MS}\nstorage:\n  sqlite:\n    path: ${db}\n`,
   );
-  const store = openSqlite(db, systemClock);
+  await seedStopFlow(openSqlite(db, systemClock));
+});
+
+/** Migrates `store`, gives it the flow `stop` that {@link clicks} asks for, and closes it. */
+async function seedStopFlow(store: Storage): Promise<void> {
   await store.migrate();
   const flow = await store.flows.create({ slug: 'stop', name: 's', status: 'active', rotation: 'position' });
   await store.streams.create({
@@ -49,7 +53,7 @@ before(async () => {
     redirect_code: 302,
   });
   await store.close();
-});
+}
 
 after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -61,10 +65,14 @@ interface Started {
 }
 
 /** Spawns a process and waits for the node's `sluice started` record, which carries its URL. */
-function launch(command: string, args: string[], opts: { detached?: boolean } = {}): Promise<Started> {
+function launch(
+  command: string,
+  args: string[],
+  opts: { detached?: boolean; configDir?: string } = {},
+): Promise<Started> {
   const child = spawn(command, args, {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, APP_CONFIG_DIR: dir, APP_MODE: 'test' },
+    env: { PATH: process.env.PATH, APP_CONFIG_DIR: opts.configDir ?? dir, APP_MODE: 'test' },
     detached: opts.detached ?? false,
   });
   let out = '';
@@ -87,7 +95,8 @@ function launch(command: string, args: string[], opts: { detached?: boolean } = 
   return new Promise((res, rej) => {
     const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), START_LIMIT_MS);
     const look = () => {
-      for (const line of out.split('\n')) {
+      // Whole lines only: a chunk may end in the middle of one.
+      for (const line of out.split('\n').slice(0, -1)) {
         if (!line.includes('"sluice started"')) continue;
         clearTimeout(timer);
         res({ child, url: JSON.parse(line).url as string, exited, out: () => out });
@@ -241,28 +250,8 @@ describe('a stop that outruns its deadline', async () => {
     via.port = String(proxy.port);
     const schema = testSchema();
     const pgDir = mkdtempSync(join(tmpdir(), 'sluice-late-'));
-    const seed = openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock });
     try {
-      await seed.migrate();
-      // The slug `clicks()` asks for.
-      const flow = await seed.flows.create({
-        slug: 'stop',
-        name: 'l',
-        status: 'active',
-        rotation: 'position',
-      });
-      await seed.streams.create({
-        flow_id: flow.id,
-        name: 'd',
-        type: 'default',
-        position: 0,
-        weight: 1,
-        status: 'active',
-        filters: {},
-        target_url: 'https://late.test/',
-        redirect_code: 302,
-      });
-      await seed.close();
+      await seedStopFlow(openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock }));
       writeFileSync(
         join(pgDir, 'config.test.yml'),
         `app:\n  server:\n    port: 0\n    shutdown_timeout_ms: 300\nstorage:\n  driver: postgres\n  postgres:\n` +
@@ -270,48 +259,24 @@ describe('a stop that outruns its deadline', async () => {
           // The clicks stay in memory until the stop writes them.
           'clicks:\n  flush_interval_ms: 60000\n',
       );
-      const child = spawn(process.execPath, [CLI, 'start'], {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH, APP_CONFIG_DIR: pgDir, APP_MODE: 'test' },
-      });
-      let out = '';
-      child.stdout.on('data', (d) => {
-        out += d;
-      });
-      child.stderr.on('data', (d) => {
-        out += d;
-      });
-      const exited = new Promise<number | null>((res) => child.on('close', res));
-      // Whole lines only: a chunk may end in the middle of one.
-      const startedLine = () =>
-        out
-          .split('\n')
-          .slice(0, -1)
-          .find((l) => l.includes('"sluice started"'));
+      const node = await launch(process.execPath, [CLI, 'start'], { configDir: pgDir });
       try {
-        await new Promise<void>((res, rej) => {
-          const timer = setTimeout(() => rej(new Error(`no start: ${out}`)), START_LIMIT_MS);
-          child.stdout.on('data', () => {
-            if (startedLine() === undefined) return;
-            clearTimeout(timer);
-            res();
-          });
-        });
-        const url = JSON.parse(startedLine()!).url as string;
-        assert.equal(await clicks(url, 3), 3);
+        assert.equal(await clicks(node.url, 3), 3);
         proxy.freeze();
-        child.kill('SIGTERM');
-        assert.equal(await exited, 1, out);
-        const last = out.split('\n').find((l) => l.includes('graceful stop timed out; exiting'));
-        assert.ok(last, out);
+        node.child.kill('SIGTERM');
+        assert.equal((await node.exited).code, 1, node.out());
+        const last = node
+          .out()
+          .split('\n')
+          .find((l) => l.includes('graceful stop timed out; exiting'));
+        assert.ok(last, node.out());
         const record = JSON.parse(last) as { clicks_buffered: number; clicks_unacked: number };
         assert.equal(record.clicks_buffered + record.clicks_unacked, 3, last);
       } finally {
-        child.kill('SIGKILL');
+        node.child.kill('SIGKILL');
       }
     } finally {
       await proxy.down();
-      await seed.close().catch(() => {});
       rmSync(pgDir, { recursive: true, force: true });
       await dropSchema(schema);
     }
