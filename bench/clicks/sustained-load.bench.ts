@@ -23,7 +23,7 @@
 import { parseArgs } from 'node:util';
 import type { ClicksSection } from '../../src/telemetry/index.ts';
 import { loadClient, machine, startServer } from '../http/load.ts';
-import { NAMED_SCENARIOS, requestMix, type SluiceScenario } from '../http/scenarios.ts';
+import { pickScenarios, requestMix } from '../http/scenarios.ts';
 
 const { values } = parseArgs({
   options: {
@@ -41,15 +41,8 @@ const SUBS = Number(values.subs);
 /** How long the log may take to empty once the load ends before the run is called a failure. */
 const DRAIN_LIMIT_MS = 120_000;
 
-const only = values.only.split(',');
-const runs: [string, string, SluiceScenario][] = [];
-for (const [name, what, scenario] of NAMED_SCENARIOS) {
-  // A scenario of unknown slugs has no clicks to count.
-  if (!only.includes(name) || scenario.unknown !== undefined) continue;
-  runs.push([name, what, scenario]);
-  if (values.postgres)
-    runs.push([`${name} (pg)`, `${what}; PostgreSQL`, { ...scenario, backend: 'postgres' }]);
-}
+// A scenario of unknown slugs has no clicks to count.
+const runs = pickScenarios(values.only.split(','), values.postgres, (s) => s.unknown === undefined);
 if (runs.length === 0) throw new Error(`no scenario named ${values.only}`);
 
 const client = await loadClient(values.client);

@@ -107,6 +107,27 @@ export const NAMED_SCENARIOS: readonly [string, string, SluiceScenario][] = [
     { flows: 1, streams: 5, macros: 'stream', country: true, unknown: 1000 },
   ],
 ];
+/**
+ * The named scenarios a benchmark was asked for (all when `only` is undefined), each followed by
+ * the same on PostgreSQL (`name (pg)`) when `postgres` is set.
+ */
+export function pickScenarios(
+  only: readonly string[] | undefined,
+  postgres: boolean,
+  keep: (scenario: SluiceScenario) => boolean = () => true,
+): [string, string, SluiceScenario][] {
+  return NAMED_SCENARIOS.filter(
+    ([name, , s]) => (only === undefined || only.includes(name)) && keep(s),
+  ).flatMap(([name, what, scenario]): [string, string, SluiceScenario][] =>
+    postgres
+      ? [
+          [name, what, scenario],
+          [`${name} (pg)`, `${what}; PostgreSQL`, { ...scenario, backend: 'postgres' }],
+        ]
+      : [[name, what, scenario]],
+  );
+}
+
 export const slugOf = (scenario: SluiceScenario, i: number) => (scenario.flows === 1 ? 'bench' : `f${i}`);
 
 function target(macros: SluiceScenario['macros'], i: number): string {

@@ -42,7 +42,7 @@ import {
   startNginx,
   startServer,
 } from '../http/load.ts';
-import { NAMED_SCENARIOS, requestMix, type SluiceScenario } from '../http/scenarios.ts';
+import { pickScenarios, requestMix } from '../http/scenarios.ts';
 
 const { values } = parseArgs({
   options: {
@@ -60,16 +60,7 @@ const { values } = parseArgs({
   },
 });
 
-const only = values.only?.split(',');
-const scenarios = NAMED_SCENARIOS.filter(([name]) => only === undefined || only.includes(name)).flatMap(
-  ([name, what, scenario]): [string, string, SluiceScenario][] =>
-    values.postgres
-      ? [
-          [name, what, scenario],
-          [`${name} (pg)`, `${what}; PostgreSQL`, { ...scenario, backend: 'postgres' }],
-        ]
-      : [[name, what, scenario]],
-);
+const scenarios = pickScenarios(values.only?.split(','), values.postgres);
 
 const opts = {
   rounds: Number(values.rounds),
