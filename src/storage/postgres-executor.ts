@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { ApiError } from '../errors/index.ts';
-import { type BatchRow, type BatchStatement, columnLiterals } from './batch.ts';
+import { type BatchRow, type BatchStatement, batchJson } from './batch.ts';
 import type { QueryStats } from './query-stats.ts';
 import type { Row, SqlExecutor } from './sql.ts';
 
@@ -81,11 +81,10 @@ class PostgresStatements {
     return (await query(this.target, this.stats, sql, params)).rowCount ?? 0;
   }
 
-  /** One statement, its parameters one array per column (a single statement is atomic by itself). */
+  /** One statement, its one parameter the rows as JSON (a single statement is atomic by itself). */
   async batch(stmt: BatchStatement, rows: readonly BatchRow[]): Promise<number> {
     if (rows.length === 0) return 0;
-    const params = await columnLiterals(stmt.columns.length, rows);
-    return (await query(this.target, this.stats, stmt.postgres, params)).rowCount ?? 0;
+    return (await query(this.target, this.stats, stmt.postgres, [await batchJson(rows)])).rowCount ?? 0;
   }
 
   async script(sql: string): Promise<void> {

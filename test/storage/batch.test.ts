@@ -3,9 +3,9 @@ import { after, before, describe, test } from 'node:test';
 import { BatchStatement } from '../../src/storage/batch.ts';
 import { BACKENDS, type Opened } from './backends.ts';
 
-// PostgreSQL receives a batch as one array literal per column, written by batch.ts: every text a
-// click log may carry (quotes, backslashes, braces, commas, the word NULL, empty, non-ASCII,
-// control characters) must come back exactly, NULL as NULL, on both backends alike.
+// PostgreSQL receives a batch as one JSON text, written by batch.ts: every text a click log may
+// carry (quotes, backslashes and what reads like an escape, braces, commas, the word NULL, empty,
+// non-ASCII, control characters) must come back exactly, NULL as NULL, on both backends alike.
 const AWKWARD = [
   'plain',
   'with "double" quotes',
@@ -16,6 +16,8 @@ const AWKWARD = [
   ' leading and trailing ',
   'ünïcödé ✓ 漢字 😀',
   'tab\tnew\nline\rcr',
+  'control \u0001\u001f and del \u007f',
+  'not an escape: \\ud800 \\\\ud83d \\u0041',
   "single 'quote'",
   null,
 ];
@@ -65,6 +67,19 @@ for (const backend of BACKENDS) {
           r.at instanceof Date ? r.at.toISOString() : r.at,
         ]),
         rows,
+      );
+    });
+
+    test('a lone surrogate is stored as U+FFFD, and the rest of its batch as sent', {
+      skip: !available && `${backend.name} unavailable`,
+    }, async () => {
+      const sent = ['lone high \ud800 here', 'lone low \udc00', 'a pair 😀 stays', 'and a backslash \\ud800'];
+      const rows = sent.map((t, i) => [100 + i, t, 1, true, null]);
+      assert.equal(await o.sql().batch(INSERT, rows), rows.length);
+      const got = await o.sql().all<{ t: string }>('SELECT t FROM batch_probe WHERE n >= 100 ORDER BY n');
+      assert.deepEqual(
+        got.map((r) => r.t),
+        ['lone high \ufffd here', 'lone low \ufffd', 'a pair 😀 stays', 'and a backslash \\ud800'],
       );
     });
   });
