@@ -99,14 +99,17 @@ const sub = (v: string | null | undefined): string | null =>
 
 /**
  * One click to its row. Everything the database could refuse is made storable here, since a batch
- * refused for one row would be retried, and refused, again and again.
+ * refused for one row would be retried, and refused, again and again. `iso` is the batch's
+ * {@link IsoTimes}: a node makes dozens of clicks a millisecond, and `toISOString` was a fifth of
+ * this function's time.
  */
-function toRow(c: NewClick, serverId: string | null): BatchRow {
-  const row: unknown[] = [
+function toRow(c: NewClick, serverId: string | null, iso: IsoTimes): BatchRow {
+  const subs = c.subs;
+  return [
     c.click_id,
     c.flow_id,
     c.stream_id,
-    new Date(c.at).toISOString(),
+    iso.of(c.at),
     c.outcome,
     text(c.country),
     c.device_type,
@@ -114,11 +117,37 @@ function toRow(c: NewClick, serverId: string | null): BatchRow {
     storableText(c.browser),
     text(c.language),
     text(c.referrer_host),
+    // sub1 … sub10 (SUB_ID_COUNT, which §11 fixes at ten), written out: no array grown a value at a time.
+    subs === null ? null : sub(subs[0]),
+    subs === null ? null : sub(subs[1]),
+    subs === null ? null : sub(subs[2]),
+    subs === null ? null : sub(subs[3]),
+    subs === null ? null : sub(subs[4]),
+    subs === null ? null : sub(subs[5]),
+    subs === null ? null : sub(subs[6]),
+    subs === null ? null : sub(subs[7]),
+    subs === null ? null : sub(subs[8]),
+    subs === null ? null : sub(subs[9]),
+    c.is_unique,
+    c.is_bot,
+    toMicros(c.cost) ?? 0,
+    text(c.ip_prefix),
+    serverId,
   ];
-  const subs = c.subs;
-  for (let i = 0; i < SUB_ID_COUNT; i++) row.push(subs === null ? null : sub(subs[i]));
-  row.push(c.is_unique, c.is_bot, toMicros(c.cost) ?? 0, text(c.ip_prefix), serverId);
-  return row;
+}
+
+/** ISO texts of click times, the last one kept: a batch's clicks come in time order. */
+class IsoTimes {
+  #ms = Number.NaN;
+  #iso = '';
+
+  of(ms: number): string {
+    if (ms !== this.#ms) {
+      this.#iso = new Date(ms).toISOString();
+      this.#ms = ms;
+    }
+    return this.#iso;
+  }
 }
 
 /** The record a buffered click will be once stored (a postback may arrive before the flush). */
@@ -321,10 +350,11 @@ class HourRollup {
 async function batchRows(batch: ClickBatch): Promise<{ rows: BatchRow[]; hours: BatchRow[] }> {
   const slice = new TimeSlice();
   const rollup = new HourRollup();
+  const iso = new IsoTimes();
   const rows = new Array<BatchRow>(batch.rows.length);
   for (let i = 0; i < batch.rows.length; i++) {
     const c = batch.rows[i]!;
-    rows[i] = toRow(c, batch.server_id);
+    rows[i] = toRow(c, batch.server_id, iso);
     rollup.add(c);
     if ((i & 255) === 255) await slice.pause();
   }
