@@ -72,5 +72,10 @@ export function idProblem(value: unknown): string | undefined {
 export function storableText(text: string): string;
 export function storableText(text: string | null): string | null;
 export function storableText(text: string | null): string | null {
-  return text?.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
+  if (text === null) return null;
+  const t = text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
+  // A lone surrogate reaches either database as U+FFFD: replaced here, so that a click's row, its
+  // hourly rollup's key and its buffered record agree with what is stored (two texts differing
+  // only by one were two rollup keys in JavaScript and one in the database).
+  return t.isWellFormed() ? t : t.toWellFormed();
 }

@@ -140,6 +140,35 @@ for (const backend of BATCH_BACKENDS) {
       assert.equal(toNum(r?.s), 300_000_000, '1000 × 0.1 + 1000 × 0.2 in micro-units, no float drift');
     });
 
+    it('two clicks whose os differ only by a lone surrogate are stored, both as U+FFFD, summed in one rollup row', async () => {
+      // Two keys in JavaScript but one in the database, had the text been made well-formed only on
+      // its way out: PostgreSQL's rollup upsert would touch one row twice and refuse the batch, for
+      // ever; SQLite would add the two. Made storable before rows and rollups are built, they agree.
+      const rows = [
+        newClick({ flow_id: 'surrogates', os: 'Win\ud800' }),
+        newClick({ flow_id: 'surrogates', os: 'Win\udc00' }),
+      ];
+      const res = await storage.clicks.insertBatch({ id: newBatchId(), server_id: 'n1', rows });
+      assert.equal(res.rows, 2);
+      const stored = await sql.all<{ os: string }>("SELECT os FROM clicks WHERE flow_id = 'surrogates'");
+      assert.deepEqual(
+        stored.map((r) => r.os),
+        ['Win\ufffd', 'Win\ufffd'],
+      );
+      const hours = await sql.all<{ os: string; clicks: unknown }>(
+        "SELECT os, clicks FROM report_hours WHERE flow_id = 'surrogates'",
+      );
+      assert.deepEqual(
+        hours.map((h) => [h.os, toNum(h.clicks)]),
+        [['Win\ufffd', 2]],
+      );
+      assert.equal(
+        clickRecordOf(rows[0]!, 'n1').os,
+        'Win\ufffd',
+        'a buffered click shows as it will be stored',
+      );
+    });
+
     it('the same batch applied twice is written once; a stored click id in another batch is kept, never an error', async () => {
       const rows = Array.from({ length: 50 }, () => newClick({ flow_id: 'twice' }));
       const batch = { id: newBatchId(), server_id: 'n1', rows };
