@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
 import { runCli, startCli } from './helpers/cli.ts';
 
 describe('sluice CLI', () => {
@@ -80,6 +82,16 @@ describe('sluice CLI', () => {
       64,
     );
     assert.equal((await runCli(['start', '--bogus'], { cwd: dir })).code, 64);
+  });
+
+  test('the command package.json names as its bin runs by itself, as `npx sluice` runs it', async () => {
+    // A checkout whose src/cli.ts had lost its executable bit answered every `npx sluice ...` of
+    // the README with "Permission denied" (npm start, which runs it through node, still worked).
+    const root = resolve(import.meta.dirname, '..');
+    const bin = resolve(root, JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).bin.sluice);
+    assert.ok(statSync(bin).mode & 0o100, `${bin} is executable`);
+    const { stdout } = await promisify(execFile)(bin, ['help'], { env: { PATH: process.env.PATH } });
+    assert.match(stdout, /^Usage: sluice <command>/);
   });
 
   test('--help after a command prints the usage and exits 0 without starting a node', async () => {

@@ -118,10 +118,11 @@ export class PostgresElection implements LeaderElection {
     this.#expiryTimer.unref();
   }
 
-  #set(leader: boolean, why: string): void {
+  #set(leader: boolean, why: string, expected = false): void {
     if (leader === this.#leader) return;
     this.#leader = leader;
-    this.#o.logger[leader ? 'info' : 'warn'](
+    // Losing the lease is worth a warning; handing it over on a graceful stop is not.
+    this.#o.logger[leader || expected ? 'info' : 'warn'](
       { epoch: this.#epoch, reason: why },
       leader ? 'became leader' : 'stepped down',
     );
@@ -136,7 +137,7 @@ export class PostgresElection implements LeaderElection {
     await this.#tick.catch(() => {});
     const wasLeader = this.isLeader();
     const fence = { holder: this.#o.serverId, epoch: this.#epoch };
-    this.#set(false, 'node stopping');
+    this.#set(false, 'node stopping', true);
     if (wasLeader) {
       try {
         await this.#o.store.release(fence);

@@ -181,7 +181,7 @@ export async function runReport(storage: Storage, q: ReportQuery): Promise<Repor
   if (currencies.length > 1)
     throw invalid(
       '/filter/currency',
-      `this report would mix money in ${currencies.join(', ')}; set filter.currency (or filter.flow_id) to report one currency at a time`,
+      `this report would mix money in ${currencies.join(', ')}; set filter.currency${q.filter?.flow_id === undefined ? ' (or filter.flow_id)' : ''} to report one currency at a time`,
     );
   const currency = q.filter?.currency ?? currencies[0] ?? null;
 

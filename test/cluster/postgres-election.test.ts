@@ -19,12 +19,12 @@ describe('leader election on PostgreSQL', { skip }, () => {
     stores.push(s);
     return s;
   };
-  const elect = (store: Storage, id: string, ttl = 600, renew = 100) =>
+  const elect = (store: Storage, id: string, ttl = 600, renew = 100, logs = new LogCapture()) =>
     new PostgresElection({
       store: store.cluster,
       serverId: id,
       clock: systemClock,
-      logger: createLogger({ level: 'warn', name: 'sluice', serverId: id, destination: new LogCapture() }),
+      logger: createLogger({ level: 'info', name: 'sluice', serverId: id, destination: logs }),
       leaseTtlMs: ttl,
       renewIntervalMs: renew,
     });
@@ -38,7 +38,12 @@ describe('leader election on PostgreSQL', { skip }, () => {
 
   test('one leader among several; a graceful stop hands over at once with a new epoch', async () => {
     const store = open();
-    const [a, b, c] = [elect(store, 'a', 5000), elect(open(), 'b', 5000), elect(open(), 'c', 5000)];
+    const logs = { a: new LogCapture(), b: new LogCapture(), c: new LogCapture() };
+    const [a, b, c] = [
+      elect(store, 'a', 5000, 100, logs.a),
+      elect(open(), 'b', 5000, 100, logs.b),
+      elect(open(), 'c', 5000, 100, logs.c),
+    ];
     try {
       await Promise.all([a.start(), b.start(), c.start()]);
       const leaders = [a, b, c].filter((e) => e.isLeader());
@@ -51,6 +56,14 @@ describe('leader election on PostgreSQL', { skip }, () => {
       // Read at once: a lease left to lapse would still be the old leader's for up to 5 s; a released
       // one is free now (or already the next leader's), so the handover does not wait for the TTL.
       assert.notEqual((await store.cluster.currentLease())?.holder, leaderName, 'the lease was released');
+      // Handing the lease over on a stop is routine: info, not the warning a lost lease gets.
+      const steppedDown = logs[leaderName as keyof typeof logs].lines.filter(
+        (l) => l.message === 'stepped down',
+      );
+      assert.deepEqual(
+        steppedDown.map((l) => [l.level, l.reason]),
+        [['info', 'node stopping']],
+      );
       await until('a new leader', () => [a, b, c].some((e) => e !== first && e.isLeader()), 10_000);
       const next = [a, b, c].find((e) => e !== first && e.isLeader())!;
       assert.ok(next.epoch() > epoch, 'the epoch grows when leadership changes hands');

@@ -285,12 +285,22 @@ for (const backend of BACKENDS) {
       const mixed = await report({ group_by: ['flow'] }, 400);
       assert.match(
         (mixed as unknown as { error: { message: string } }).error.message,
-        /mix money in EUR, USD/,
+        /mix money in EUR, USD; set filter\.currency \(or filter\.flow_id\) to report/,
+      );
+      // A flow's own money in two currencies (a postback paid in another): the advice is only what helps.
+      const eurClick = await click('rep-eur', { country: 'DE', ua: CHROME, ip: '203.0.113.51' });
+      await postback(`click_id=${eurClick}&status=sale&payout=2&currency=GBP`);
+      await t.node.clickLog.persist();
+      const eurFlow = (await t.node.storage.flows.getBySlug('rep-eur'))!;
+      const own = await report({ filter: { flow_id: eurFlow.id } }, 400);
+      assert.match(
+        (own as unknown as { error: { message: string } }).error.message,
+        /mix money in EUR, GBP; set filter\.currency to report one currency at a time$/,
       );
       const onlyEur = await report({ group_by: ['flow'], filter: { currency: 'EUR' } });
       assert.deepEqual(
         onlyEur.rows.map((r) => [r.flow_slug, r.clicks, r.cost]),
-        [['rep-eur', 1, 1]],
+        [['rep-eur', 2, 2]],
       );
       assert.equal(onlyEur.currency, 'EUR');
     });
