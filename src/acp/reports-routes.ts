@@ -1,10 +1,19 @@
-import { type ReportQuery, ReportQueryBody, reportCsv, runReport } from '../reports/index.ts';
+import {
+  type ReportQuery,
+  ReportQueryBody,
+  reportCsv,
+  reportCurrencies,
+  runReport,
+} from '../reports/index.ts';
 import type { Storage } from '../storage/index.ts';
 import type { AcpRouter } from './acp-router.ts';
 
 /**
  * `POST /acp/reports/query` (§15, viewer): the report as JSON, or as CSV (`format: csv`, a header
- * row, `text/csv`) that a spreadsheet opens with the same numbers.
+ * row, `text/csv`) that a spreadsheet opens with the same numbers. `POST /acp/reports/currencies`
+ * (extension, viewer; the same body): `{currencies}` the selection's money is in, whatever
+ * `filter.currency` says, so a client can offer one to pick instead of meeting the refusal of a
+ * report that would add up several.
  */
 export function registerReportRoutes(acp: AcpRouter, deps: { storage: Storage }): void {
   acp.add({
@@ -19,5 +28,11 @@ export function registerReportRoutes(acp: AcpRouter, deps: { storage: Storage })
       reply.header('content-disposition', 'attachment; filename="sluice-report.csv"');
       return reportCsv(report, q.group_by ?? []);
     },
+  });
+  acp.add({
+    path: '/acp/reports/currencies',
+    role: 'viewer',
+    body: ReportQueryBody,
+    handler: async ({ body }) => ({ currencies: await reportCurrencies(deps.storage, body as ReportQuery) }),
   });
 }

@@ -26,8 +26,13 @@ export interface Report {
   from: string;
   to: string;
   timezone: string;
-  /** The one currency of the money in it (revenue, cost, profit, epc), or null when there is none. */
+  /**
+   * The one currency of the money in it (revenue, cost, profit, epc, roi), or null when there is
+   * none or several (then every money figure is null: money in several currencies is never added up).
+   */
   currency: string | null;
+  /** Extension: the currencies the selection's money is in (two or more: its money figures are null). */
+  currencies: string[];
   /** Rows before `limit` cut them. */
   total_rows: number;
   /** Where clicks were summed from: `rollups` (hourly sums) or `clicks` (the click log). */
@@ -107,8 +112,11 @@ function add(into: Sums, g: ReportGroup): void {
 const ratio = (a: number, b: number) => (b === 0 ? null : Math.round((a / b) * 1e6) / 1e6);
 const money = (micros: number) => micros / MICROS;
 
-/** The metrics of §15 from sums; a ratio whose denominator is 0 is null. */
-export function metricsOf(s: Sums): Record<Metric, number | null> {
+/**
+ * The metrics of §15 from sums; a ratio whose denominator is 0 is null, and so is every money
+ * figure when `mixed` (the sums hold money in several currencies, which are never added up).
+ */
+export function metricsOf(s: Sums, mixed = false): Record<Metric, number | null> {
   const conversions = s.leads + s.sales;
   const profit = s.revenue_micros - s.cost_micros;
   return {
@@ -126,16 +134,22 @@ export function metricsOf(s: Sums): Record<Metric, number | null> {
     cr: ratio(conversions, s.clicks),
     epc: s.clicks === 0 ? null : Math.round(s.revenue_micros / s.clicks) / MICROS,
     roi: ratio(profit, s.cost_micros),
+    ...(mixed ? { revenue: null, cost: null, profit: null, epc: null, roi: null } : {}),
   };
 }
 
-/**
- * The report engine (§15): validates the query, has storage sum the click log and the conversions
- * by UTC buckets and the asked columns, folds buckets into the report zone's days or hours, names
- * flows and streams, adds the formulas, sorts and cuts. Clicks count at their time, conversions at
- * the postback's arrival (§12), each with the dimensions of its click.
- */
-export async function runReport(storage: Storage, q: ReportQuery): Promise<Report> {
+/** What a report query asks, validated: the storage spec and what the engine folds it by. */
+interface ReportPlan {
+  spec: ReportSpec;
+  tz: string;
+  groupBy: readonly Dimension[];
+  dims: Dimension[];
+  timeDim: 'day' | 'hour' | undefined;
+  bucketSeconds: number;
+  source: ReportSpec['source'];
+}
+
+function planReport(q: ReportQuery): ReportPlan {
   const tz = q.timezone ?? 'UTC';
   if (!isTimeZone(tz))
     throw invalid('/timezone', `"${tz}" is not an IANA time zone (e.g. UTC, Europe/Berlin)`);
@@ -175,15 +189,34 @@ export async function runReport(storage: Storage, q: ReportQuery): Promise<Repor
     filter: q.filter ?? {},
     source,
   };
+  return { spec, tz, groupBy, dims, timeDim, bucketSeconds, source };
+}
 
-  // Money in several currencies is never summed: such a report asks to be narrowed to one.
+/**
+ * The currencies the money of a report's selection is in (filter.currency aside), sorted: what a
+ * client asks first when it lets a person pick one (the console), since a report refuses to add up
+ * money in several.
+ */
+export async function reportCurrencies(storage: Storage, q: ReportQuery): Promise<string[]> {
+  const { spec } = planReport(q);
+  const { currency: _currency, ...filter } = spec.filter;
+  return storage.reports.currencies({ ...spec, filter });
+}
+
+/**
+ * The report engine (§15): validates the query, has storage sum the click log and the conversions
+ * by UTC buckets and the asked columns, folds buckets into the report zone's days or hours, names
+ * flows and streams, adds the formulas, sorts and cuts. Clicks count at their time, conversions at
+ * the postback's arrival (§12), each with the dimensions of its click.
+ */
+export async function runReport(storage: Storage, q: ReportQuery): Promise<Report> {
+  const { spec, tz, groupBy, dims, timeDim, bucketSeconds, source } = planReport(q);
+  // Money in several currencies is never added up: such a report still counts clicks and
+  // conversions, with every money figure null, and names the currencies (filter.currency narrows
+  // it to one). Refusing it instead answered nothing at all to a question the contract allows.
   const currencies = await storage.reports.currencies(spec);
-  if (currencies.length > 1)
-    throw invalid(
-      '/filter/currency',
-      `this report would mix money in ${currencies.join(', ')}; set filter.currency${q.filter?.flow_id === undefined ? ' (or filter.flow_id)' : ''} to report one currency at a time`,
-    );
-  const currency = q.filter?.currency ?? currencies[0] ?? null;
+  const mixed = currencies.length > 1;
+  const currency = mixed ? null : (q.filter?.currency ?? currencies[0] ?? null);
 
   const { clicks, conversions } = await storage.reports.aggregate(spec);
   const labels = new Map<number, { day: string; hour: string }>();
@@ -233,17 +266,18 @@ export async function runReport(storage: Storage, q: ReportQuery): Promise<Repor
         row.stream_name = v === null ? null : (names.streams.get(v) ?? null);
       } else row[d] = v;
     }
-    Object.assign(row, metricsOf(e.sums));
+    Object.assign(row, metricsOf(e.sums, mixed));
     rows.push(row);
   }
   sortRows(rows, q, groupBy);
   return {
     rows: rows.slice(0, q.limit ?? 1000),
-    totals: metricsOf(totals),
+    totals: metricsOf(totals, mixed),
     from: spec.from,
     to: spec.to,
     timezone: tz,
     currency,
+    currencies,
     total_rows: rows.length,
     source,
   };

@@ -1,4 +1,4 @@
-export { metricsOf, type Report, type ReportRow, reportCsv, runReport } from './engine.ts';
+export { metricsOf, type Report, type ReportRow, reportCsv, reportCurrencies, runReport } from './engine.ts';
 export {
   DIMENSION_KEYS,
   DIMENSIONS,

@@ -20,6 +20,7 @@ const RULES: Record<string, Role> = {
   '/acp/http-client/recent-failures': 'operator',
   '/acp/routing/simulate': 'viewer',
   '/acp/reports/query': 'viewer',
+  '/acp/reports/currencies': 'viewer',
   '/acp/cluster/metrics': 'viewer',
   '/acp/traffic-flows/list': 'viewer',
   '/acp/traffic-flows/create': 'admin',

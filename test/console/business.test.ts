@@ -151,6 +151,30 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       assert.deepEqual(seen.errors, []);
       await page.close();
     }
+
+    // A sale paid in EUR: the flow's money is now in two currencies, which a report never adds up.
+    // The page asks which currencies there are, picks one and offers the others: no refusal (a
+    // 400 for every view and every change made the doctor flag the reports route).
+    assert.equal(
+      (await fetch(`${t.url}/postback?click_id=${ids[1]}&payout=4&status=sale&currency=EUR`)).status,
+      200,
+    );
+    const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
+    const seen = watchConsole(page);
+    await signIn(page);
+    await page.click('nav a[href="#/flows"]');
+    await page.click('[data-testid=report-buyer]');
+    await page.waitForSelector('[data-testid=report-currencies]');
+    assert.match(
+      (await page.textContent('[data-testid=report-currencies]')) ?? '',
+      /in EUR, USD, never added up/,
+    );
+    const row = 'table[aria-label=Report] tbody tr:has(td[data-label=country]:text("DE"))';
+    await page.waitForSelector(`${row} td[data-label=revenue]:text("4.00 EUR")`);
+    await page.selectOption('select[name=currency]', 'USD');
+    await page.waitForSelector(`${row} td[data-label=revenue]:text("9.00 USD")`);
+    assert.deepEqual(seen.errors, [], 'no request refused');
+    await page.close();
   });
 
   test('lists stay live, and a node that stops answering turns the console stale instead of green', async () => {

@@ -44,6 +44,8 @@ export function ReportsPage() {
   const [groupBy, setGroupBy] = useState(['day', flowInHash ? 'country' : 'flow']);
   const [flowId, setFlowId] = useState(flowInHash ?? '');
   const [currency, setCurrency] = useState('');
+  /** The currencies the selection's money is in: several are never added up, so one is picked. */
+  const [currencies, setCurrencies] = useState([]);
   const [report, setReport] = useState(null);
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
@@ -64,7 +66,15 @@ export function ReportsPage() {
     setBusy(true);
     setError(null);
     try {
-      setReport(await acp('/acp/reports/query', query()));
+      const q = query();
+      const found = (await acp('/acp/reports/currencies', q)).currencies;
+      setCurrencies(found);
+      // A report would refuse to add up several: the first is picked, and the others offered.
+      if (!currency && found.length > 1) {
+        setCurrency(found[0]);
+        return;
+      }
+      setReport(await acp('/acp/reports/query', q));
     } catch (err) {
       setReport(null);
       setError(err);
@@ -180,7 +190,13 @@ export function ReportsPage() {
           </select></label>`,
       )}
       <label>Flow id <input name="flow" value=${flowId} placeholder="all flows" onChange=${(e) => setFlowId(e.currentTarget.value.trim())} /></label>
-      <label>Currency <input name="currency" value=${currency} placeholder="all" size="4" onChange=${(e) => setCurrency(e.currentTarget.value.trim())} /></label>
+      ${
+        currencies.length > 1
+          ? html`<label>Currency <select name="currency" value=${currency} onChange=${(e) => setCurrency(e.currentTarget.value)}>
+              ${(currencies.includes(currency) || !currency ? currencies : [currency, ...currencies]).map((c) => html`<option value=${c}>${c}</option>`)}
+            </select></label>`
+          : html`<label>Currency <input name="currency" value=${currency} placeholder="all" size="4" onChange=${(e) => setCurrency(e.currentTarget.value.trim())} /></label>`
+      }
       <button type="submit" disabled=${busy}>Run</button>
       <button type="button" class="secondary" onClick=${download} data-testid="report-csv">CSV</button>
     </form>
@@ -189,6 +205,11 @@ export function ReportsPage() {
         ? html`<span data-testid="report-updated">Updated ${fmt.time(new Date().toISOString())} · ${report.total_rows} rows${report.currency ? ` · money in ${report.currency}` : ''}</span>`
         : ''
     }</p>
+    ${
+      currencies.length > 1
+        ? html`<p class="hint" data-testid="report-currencies">Money here is in ${currencies.join(', ')}, never added up: one currency at a time.</p>`
+        : ''
+    }
     <${ErrorLine} error=${error} />
     ${chart ? html`<${Chart} title=${`Clicks and conversions by ${time}`} series=${['clicks', 'conversions']} data=${chart} unit="" />` : ''}
     ${
