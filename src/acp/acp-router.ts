@@ -110,7 +110,10 @@ export class AcpRouter {
       schema: { body: def.body ?? EmptyBody },
       onRequest: async (request) => {
         const authenticate = () => auth.authenticate(request.headers.authorization);
-        const principal = await (limiter ? limiter.guard(request.ip, authenticate) : authenticate());
+        const presented = request.headers.authorization !== undefined;
+        const principal = await (limiter
+          ? limiter.guard(request.ip, authenticate, presented)
+          : authenticate());
         Authenticator.require(principal, def.role);
         request.principal = principal;
       },

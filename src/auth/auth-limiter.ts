@@ -39,7 +39,8 @@ export function addressKey(address: string): string {
 /**
  * Failed-authentication limiting per client address (`request.ip`: the peer, or the client a
  * trusted proxy names). An address that failed `maxFailures` times in a window is refused with
- * 429 `rate.limited` — before its token is even looked at — until the window ends. Guessing tokens
+ * 429 `rate.limited` — before its token is even looked at — until the window ends, unless it has
+ * authenticated before (see {@link AuthLimiter.guard}). Guessing tokens
  * (256 bits) is hopeless anyway; this keeps a guesser from costing the node database lookups and
  * log lines at line rate. `/postback` has a limiter of its own (see {@link proven}). An address
  * that is undefined (the client left before its request was read whole) is neither refused nor
@@ -58,7 +59,7 @@ export class AuthLimiter {
 
   /**
    * Remembers that the address has authenticated (bounded, least recently seen forgotten first).
-   * `/postback` lets such an address through a lockout: whoever sent the right key from there has
+   * The ACP, `/metrics` and `/postback` let such an address through a lockout: whoever sent the right key from there has
    * no key left to guess, and a network's postbacks keep converting while a guesser elsewhere is
    * held off. A right key from an address not seen with it before is refused like a wrong one
    * while the address is locked out, so a lockout says nothing about the keys tried in it.
@@ -108,12 +109,24 @@ export class AuthLimiter {
 
   /**
    * Runs one authentication for an address: refused while the address is locked out, and counted
-   * when it fails (`auth.unauthorized`) — the one rule for the ACP and `/metrics` alike.
+   * when it fails (`auth.unauthorized`) — the one rule for the ACP and `/metrics` alike. Two
+   * exceptions keep the lockout on guessers only. A request that presents no credential guesses
+   * nothing: it is answered 401 and not counted (a client probing which routes need a token, or
+   * a test of every route's 401, locked its address out of a valid token for a whole window). And
+   * an address that has authenticated before is not refused: whoever holds a valid token there has
+   * nothing to guess (its wrong tokens are still answered 401 and counted).
    */
-  async guard<T>(address: string | undefined, authenticate: () => T | Promise<T>): Promise<T> {
-    this.check(address);
+  async guard<T>(
+    address: string | undefined,
+    authenticate: () => T | Promise<T>,
+    presented = true,
+  ): Promise<T> {
+    if (!presented) return authenticate();
+    if (!this.proven(address)) this.check(address);
     try {
-      return await authenticate();
+      const result = await authenticate();
+      this.prove(address);
+      return result;
     } catch (err) {
       if (err instanceof ApiError && err.code === 'auth.unauthorized') this.failed(address);
       throw err;

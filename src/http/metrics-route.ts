@@ -28,7 +28,8 @@ export function registerMetricsRoute(
           throw new ApiError('auth.unauthorized', 'A valid metrics token is required.');
         }
       };
-      await (opts.limiter ? opts.limiter.guard(request.ip, authenticate) : authenticate());
+      const presented = request.headers.authorization !== undefined;
+      await (opts.limiter ? opts.limiter.guard(request.ip, authenticate, presented) : authenticate());
     }
     const { body, contentType } = await telemetry.exposition(negotiateFormat(request.headers.accept));
     return reply.type(contentType).send(body);

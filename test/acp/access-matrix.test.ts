@@ -187,6 +187,38 @@ describe('failed-authentication limiting per client address', () => {
     await again.json();
   });
 
+  test('a request with no credential is answered 401 and never locks its address out', async () => {
+    // Nothing was guessed: a client finding out which routes need a token (or a test of every
+    // route's 401) used to lock its address out of its own valid token for a whole window.
+    const c = from('198.51.100.20');
+    for (let i = 0; i < 6; i++) {
+      const res = await t.acp('/acp/system/metrics', undefined, {}, c);
+      assert.equal(res.status, 401);
+      await res.body?.cancel();
+      const scrape = await fetch(`${t.url}/metrics`, { headers: c });
+      assert.equal(scrape.status, 401);
+      await scrape.body?.cancel();
+    }
+    const ok = await t.acp('/acp/system/metrics', admin, {}, c);
+    assert.equal(ok.status, 200);
+    await ok.json();
+  });
+
+  test('an address that has authenticated keeps its valid token through a lockout; its wrong ones still fail', async () => {
+    const d = from('198.51.100.21');
+    const first = await t.acp('/acp/system/metrics', admin, {}, d);
+    assert.equal(first.status, 200);
+    await first.json();
+    for (let i = 0; i < 5; i++) {
+      const res = await t.acp('/acp/system/metrics', `slc_guess-${i}`, {}, d);
+      assert.equal(res.status, 401);
+      await res.body?.cancel();
+    }
+    const ok = await t.acp('/acp/system/metrics', admin, {}, d);
+    assert.equal(ok.status, 200, 'a valid token from where one was used before');
+    await ok.json();
+  });
+
   test('wrong scrape tokens on /metrics count against the address too', async () => {
     const b = from('203.0.113.9');
     for (let i = 0; i < 3; i++) {
