@@ -308,6 +308,13 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     }
   });
 
+  // An empty body counts as {} whatever type it names (§4: `fetch(url, {method: 'POST', body: ''})`
+  // says text/plain); any other media type with a body is refused before the body is read.
+  app.addContentTypeParser('*', (request, _payload, done) => {
+    if (request.headers['content-length'] === '0') done(null, {});
+    else done(new ApiError('request.unsupported_media_type'), undefined);
+  });
+
   return app;
 }
 

@@ -125,6 +125,21 @@ describe('API errors: body and exactly one log record each', () => {
     }
   });
 
+  test('an empty body is {} whatever media type it names (fetch sends an empty string as text/plain)', async () => {
+    for (const type of ['text/plain;charset=UTF-8', 'application/octet-stream', 'application/json']) {
+      const res = await t.acp('/acp/auth/whoami', viewer, '', { 'content-type': type });
+      assert.equal(res.status, 200, type);
+      await res.json();
+    }
+    const res = await fetch(`${t.url}/acp/auth/whoami`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${viewer}` },
+      body: '',
+    });
+    assert.equal(res.status, 200);
+    await res.json();
+  });
+
   test('a wrong method on an ACP path is 405 with Allow', async () => {
     for (const method of ['GET', 'PUT', 'DELETE', 'PATCH']) {
       const res = await fetch(`${t.url}/acp/system/metrics`, { method });
