@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { Text } from '../config/index.ts';
 import type { AuditStore } from '../storage/index.ts';
 import type { AcpRouter } from './acp-router.ts';
+import { range, Timestamp } from './clicks-routes.ts';
 
 const strict = { additionalProperties: false } as const;
 
@@ -15,9 +16,9 @@ export const AuditListBody = Type.Object(
           action: Type.Optional(Type.String({ pattern: '^[a-z_]{1,32}\\.[a-z_]{1,32}$' })),
           target_type: Type.Optional(Type.String({ pattern: '^[a-z_]{1,32}$' })),
           target_id: Type.Optional(Text({ minLength: 1, maxLength: 200 })),
-          /** ISO-8601 UTC as the node writes it, inclusive; `to` exclusive. */
-          from: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
-          to: Type.Optional(Type.String({ minLength: 1, maxLength: 40 })),
+          /** ISO-8601 date or date-time with a zone, as the click log's lists take it; `to` exclusive. */
+          from: Type.Optional(Timestamp),
+          to: Type.Optional(Timestamp),
         },
         strict,
       ),
@@ -38,6 +39,6 @@ export function registerAuditRoutes(acp: AcpRouter, store: AuditStore): void {
     role: 'admin',
     body: AuditListBody,
     handler: ({ body }) =>
-      store.list({ filter: body.filter ?? {}, limit: body.limit ?? 50, cursor: body.cursor }),
+      store.list({ filter: range(body.filter), limit: body.limit ?? 50, cursor: body.cursor }),
   });
 }

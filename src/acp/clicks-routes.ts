@@ -23,7 +23,7 @@ const Id = Type.String({ pattern: ID_PATTERN });
  * An ISO-8601 date or date-time (`2026-01-02`, `2026-01-02T12:00Z`, `…T12:00:00.5+02:00`); taken
  * to the UTC millisecond form the log tables store before it is compared with them.
  */
-const Timestamp = Type.String({
+export const Timestamp = Type.String({
   maxLength: 40,
   pattern: '^\\d{4}-\\d\\d-\\d\\d(T\\d\\d:\\d\\d(:\\d\\d(\\.\\d{1,9})?)?(Z|[+-]\\d\\d:\\d\\d))?$',
   description: 'ISO-8601 date or date-time with a zone (Z or ±hh:mm); from inclusive, to exclusive',
@@ -98,7 +98,9 @@ function storedTime(v: string): string | undefined {
 const leap = (y: number) => (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0;
 
 /** The filter with `from`/`to` as stored; a day that does not exist is refused, naming the field. */
-function range<F extends { from?: string | undefined; to?: string | undefined }>(filter: F | undefined): F {
+export function range<F extends { from?: string | undefined; to?: string | undefined }>(
+  filter: F | undefined,
+): F {
   const f = { ...filter } as F;
   for (const name of ['from', 'to'] as const) {
     const v = f[name];

@@ -182,6 +182,16 @@ for (const backend of BACKENDS) {
       assert.ok(from.items.some((r) => r.id === newest.id));
       const to = await list({ filter: { to: newest.created_at } });
       assert.ok(to.items.every((r) => r.created_at < newest.created_at));
+      // Any ISO-8601 date or date-time with a zone, as the other lists take them.
+      const sameInstant = newest.created_at.replace('Z', '+00:00');
+      assert.deepEqual((await list({ filter: { from: sameInstant } })).items, from.items);
+      const day = newest.created_at.slice(0, 10);
+      const nextDay = new Date(Date.parse(day) + 86_400_000).toISOString().slice(0, 10);
+      const thatDay = await list({ filter: { from: day, to: nextDay }, limit: 500 });
+      assert.deepEqual(
+        thatDay.items.map((r) => r.id),
+        all.items.filter((r) => r.created_at.startsWith(day)).map((r) => r.id),
+      );
       // Two at a time, following next_cursor: the same rows in the same order, none twice.
       const paged: string[] = [];
       let cursor: string | null | undefined;
@@ -196,6 +206,7 @@ for (const backend of BACKENDS) {
       );
       for (const bad of [
         { filter: { from: 'yesterday' } },
+        { filter: { to: '2026-02-30' } },
         { cursor: 'nonsense' },
         { filter: { action: 'DROP' } },
       ]) {
