@@ -9,8 +9,20 @@ export interface BuildInfo {
   commit: string;
 }
 
-export function resolveBuildInfo(config: Config, cwd = process.cwd()): BuildInfo {
-  return { version: config.app.version, commit: config.app.commit ?? gitHead(cwd) ?? 'unknown' };
+/** The checkout this code runs from (src/config/ is two levels below its root). */
+const CODE_ROOT = resolve(import.meta.dirname, '..', '..');
+
+/**
+ * The build identifier: `app.commit`, else the HEAD of the checkout Sluice runs from, else that of
+ * the working directory (Sluice installed as a package inside a deployment's own repository), else
+ * `unknown`. The checkout's own HEAD comes first: a node started from another directory
+ * (`node /opt/sluice/src/cli.ts start` from /etc/sluice) reported `unknown`.
+ */
+export function resolveBuildInfo(config: Config, cwd = process.cwd(), codeRoot = CODE_ROOT): BuildInfo {
+  return {
+    version: config.app.version,
+    commit: config.app.commit ?? gitHead(codeRoot) ?? gitHead(cwd) ?? 'unknown',
+  };
 }
 
 const OBJECT_ID = /^[0-9a-f]{40}(?:[0-9a-f]{24})?$/;

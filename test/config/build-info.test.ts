@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { gitHead } from '../../src/config/index.ts';
+import { type Config, gitHead, resolveBuildInfo } from '../../src/config/index.ts';
 
 /** Runs git in `cwd` with a fixed identity and no user or system configuration. */
 function git(cwd: string, ...args: string[]): string {
@@ -80,5 +80,33 @@ describe('gitHead', () => {
     mkdirSync(broken);
     writeFileSync(join(broken, '.git'), 'gitdir: /nonexistent/worktrees/x\n');
     assert.equal(gitHead(broken), undefined);
+  });
+});
+
+describe('resolveBuildInfo', () => {
+  let dir: string;
+  let repo: string;
+  let head: string;
+  const config = (commit?: string) => ({ app: { version: undefined, commit } }) as unknown as Config;
+  before(() => {
+    dir = realpathSync(mkdtempSync(join(tmpdir(), 'sluice-build-')));
+    repo = join(dir, 'repo');
+    git(dir, 'init', '-q', '-b', 'main', repo);
+    head = commit(repo, 'a');
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  test("the checkout the code runs from, whatever the working directory; then the working directory's", () => {
+    // A node started from another directory (its configuration's) reported `unknown`.
+    assert.equal(resolveBuildInfo(config(), dir, repo).commit, head);
+    assert.equal(resolveBuildInfo(config(), repo, dir).commit, head, 'Sluice installed outside any checkout');
+    assert.equal(resolveBuildInfo(config(), dir, dir).commit, 'unknown');
+    assert.equal(resolveBuildInfo(config('build-42'), dir, repo).commit, 'build-42', 'app.commit first');
+    const root = join(import.meta.dirname, '..', '..');
+    assert.equal(
+      resolveBuildInfo(config(), dir).commit,
+      gitHead(root) ?? 'unknown',
+      'by default, this checkout',
+    );
   });
 });
