@@ -135,6 +135,14 @@ for (const backend of BACKENDS) {
       const bot = await sim({ user_agent: 'Googlebot/2.1 (+http://www.google.com/bot.html)', country: 'DE' });
       assert.equal(bot.outcome, 'bot');
       assert.equal(bot.click.is_bot, true);
+      // No user_agent: a person whose browser is not known; an empty one is a bot, as on /go.
+      const unsaid = await sim({ country: 'DE' });
+      assert.deepEqual(
+        [unsaid.outcome, unsaid.click.is_bot, unsaid.click.device_type, unsaid.location],
+        ['redirect', false, 'other', 'https://de.test/'],
+      );
+      const empty = await sim({ country: 'DE', user_agent: '' });
+      assert.deepEqual([empty.outcome, empty.click.is_bot], ['bot', true]);
       const none = await sim({ slug: 'no-such-flow' });
       assert.equal(none.outcome, 'no_match');
       assert.equal(none.stream, null);
