@@ -390,6 +390,8 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       previousKeySha256: config.postback.previous_key_sha256,
       // Its own count: a network still sending an old key must not lock operators out of the ACP.
       limiter: new AuthLimiter(authLimits),
+      recentClickWaitMs: config.clicks.flush_interval_ms + 1000,
+      clock,
     });
 
     const { host: listenHost, port: listenPort } = config.app.server;

@@ -1,5 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AuthLimiter } from '../auth/index.ts';
+import { clickIdTime } from '../clicks/index.ts';
 import { ApiError } from '../errors/index.ts';
 import { toApiError } from '../http/index.ts';
 import {
@@ -8,6 +10,7 @@ import {
   type ConversionStore,
   fromMicros,
 } from '../storage/index.ts';
+import type { Clock } from '../time/index.ts';
 import { parsePostback, postbackKey, postbackKeyAccepted } from './postback-params.ts';
 
 export interface PostbackRouteOptions {
@@ -20,7 +23,19 @@ export interface PostbackRouteOptions {
   previousKeySha256?: string | undefined;
   /** Wrong or missing keys count against the client address like failed ACP tokens. */
   limiter?: AuthLimiter | undefined;
+  /**
+   * How long after a click was made (the time in its id) a postback for it that finds no click
+   * waits for one: another node took it and holds it until its click log's flush
+   * (`clicks.flush_interval_ms` + 1 s, as the contract gives reports). 0: answer 404 at once.
+   */
+  recentClickWaitMs?: number;
+  clock?: Clock;
 }
+
+/** How often a waiting postback looks for its click again. */
+const RECENT_CLICK_POLL_MS = 200;
+/** Clocks of two nodes may differ by this much: a click id made "later" than now is still recent. */
+const CLOCK_SKEW_MS = 1000;
 
 export interface PostbackAnswer {
   ok: true;
@@ -118,16 +133,34 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
       }
       if (opts.keySha256 !== undefined) limiter?.prove(request.ip);
       const pb = parsePostback(query, request.body);
-      const applied = await opts.conversions.upsert(
-        {
-          click_id: pb.click_id,
-          txid: pb.txid,
-          status: pb.status,
-          payout: fromMicros(pb.payout_micros),
-          currency: pb.currency,
-        },
-        opts.pendingClick(pb.click_id),
-      );
+      const apply = () =>
+        opts.conversions.upsert(
+          {
+            click_id: pb.click_id,
+            txid: pb.txid,
+            status: pb.status,
+            payout: fromMicros(pb.payout_micros),
+            currency: pb.currency,
+          },
+          opts.pendingClick(pb.click_id),
+        );
+      let applied = await apply();
+      // A click made moments ago on another node is in that node's buffer until its flush: the
+      // postback (behind a load balancer, any node gets it) waits for it rather than answering a
+      // 404 that a network may never retry. Bounded by the id's own time, so a made-up id waits
+      // no longer than a real one could.
+      const made = applied === undefined ? clickIdTime(pb.click_id) : undefined;
+      const wait = opts.recentClickWaitMs ?? 0;
+      if (made !== undefined && wait > 0 && opts.clock !== undefined) {
+        const now = opts.clock.now();
+        if (made <= now + CLOCK_SKEW_MS) {
+          const tries = Math.ceil(Math.max(0, made + wait - now) / RECENT_CLICK_POLL_MS);
+          for (let i = 0; i < tries && applied === undefined; i++) {
+            await sleep(RECENT_CLICK_POLL_MS);
+            applied = await apply();
+          }
+        }
+      }
       if (applied === undefined) throw new ApiError('resource.not_found', 'No click has that click_id.');
       return {
         ok: true,

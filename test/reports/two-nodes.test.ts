@@ -5,6 +5,8 @@ import type { FlowRecord } from '../../src/storage/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
 
+const pick = (o: Record<string, unknown>, keys: string[]) => Object.fromEntries(keys.map((k) => [k, o[k]]));
+
 const CHROME =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
 const skipPg = !(await pgAvailable()) && 'PostgreSQL unavailable';
@@ -81,5 +83,31 @@ describe('one report from either of two nodes sharing PostgreSQL (§15)', { skip
       [nl.country, nl.clicks, nl.sales, nl.revenue, nl.cost, nl.profit],
       ['NL', sent.a + sent.b, 1, 7, (sent.a + sent.b) * 0.5, 7 - (sent.a + sent.b) * 0.5],
     );
+  });
+
+  test("a postback on one node for a click the other took a moment ago waits for that node's flush", async () => {
+    // Behind a load balancer any node gets the postback; the click is in the other node's buffer
+    // for up to a flush interval. It was a 404 (which a network may never retry).
+    const flow = await a.node.storage.flows.getBySlug('two');
+    assert.ok(flow, 'the flow of the test above');
+    const res = await fetch(`${a.url}/go/two`, {
+      redirect: 'manual',
+      headers: { 'user-agent': CHROME, 'cf-ipcountry': 'NL', 'x-forwarded-for': '203.0.113.99' },
+    });
+    assert.equal(res.status, 302);
+    const clickId = res.headers.get('x-click-id')!;
+    assert.equal(await b.node.storage.clicks.get(clickId), undefined, 'not written yet');
+    const pb = await fetch(`${b.url}/postback?click_id=${clickId}&payout=3&status=sale&txid=fresh`);
+    assert.equal(pb.status, 200, await pb.clone().text());
+    assert.deepEqual(pick((await pb.json()) as Record<string, unknown>, ['ok', 'click_id', 'status']), {
+      ok: true,
+      click_id: clickId,
+      status: 'sale',
+    });
+    // An id that was never made waits no longer than a real one could, then is the contract's 404.
+    const unknown = `${clickId.slice(0, -4)}zzzz`;
+    const missing = await fetch(`${b.url}/postback?click_id=${unknown}&payout=3`);
+    assert.equal(missing.status, 404);
+    await missing.arrayBuffer();
   });
 });
