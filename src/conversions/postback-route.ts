@@ -36,6 +36,11 @@ export interface PostbackRouteOptions {
 const RECENT_CLICK_POLL_MS = 200;
 /** Clocks of two nodes may differ by this much: a click id made "later" than now is still recent. */
 const CLOCK_SKEW_MS = 1000;
+/**
+ * Postbacks waiting for a click at once, at most (beyond, a 404 at once): each looks again five
+ * times a second, so made-up recent ids cannot multiply the database's load without bound.
+ */
+const MAX_WAITING = 256;
 
 export interface PostbackAnswer {
   ok: true;
@@ -95,6 +100,7 @@ function parseForm(text: string, source: string): Record<string, string | string
  * `api error` record.
  */
 export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteOptions): void {
+  let waiting = 0;
   app.register((scope, _o, done) => {
     // Networks post forms as often as JSON; only this route takes them.
     scope.addContentTypeParser(
@@ -151,13 +157,18 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
       // no longer than a real one could.
       const made = applied === undefined ? clickIdTime(pb.click_id) : undefined;
       const wait = opts.recentClickWaitMs ?? 0;
-      if (made !== undefined && wait > 0 && opts.clock !== undefined) {
+      if (made !== undefined && wait > 0 && opts.clock !== undefined && waiting < MAX_WAITING) {
         const now = opts.clock.now();
         if (made <= now + CLOCK_SKEW_MS) {
           const tries = Math.ceil(Math.max(0, made + wait - now) / RECENT_CLICK_POLL_MS);
-          for (let i = 0; i < tries && applied === undefined; i++) {
-            await sleep(RECENT_CLICK_POLL_MS);
-            applied = await apply();
+          waiting++;
+          try {
+            for (let i = 0; i < tries && applied === undefined; i++) {
+              await sleep(RECENT_CLICK_POLL_MS);
+              applied = await apply();
+            }
+          } finally {
+            waiting--;
           }
         }
       }
