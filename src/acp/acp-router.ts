@@ -110,9 +110,8 @@ export class AcpRouter {
       schema: { body: def.body ?? EmptyBody },
       onRequest: async (request) => {
         const authenticate = () => auth.authenticate(request.headers.authorization);
-        const presented = request.headers.authorization !== undefined;
         const principal = await (limiter
-          ? limiter.guard(request.ip, authenticate, presented)
+          ? limiter.guard(request.ip, authenticate, request.headers.authorization)
           : authenticate());
         Authenticator.require(principal, def.role);
         request.principal = principal;

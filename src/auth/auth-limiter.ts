@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { ApiError } from '../errors/index.ts';
 import type { Clock } from '../time/index.ts';
@@ -39,8 +40,8 @@ export function addressKey(address: string): string {
 /**
  * Failed-authentication limiting per client address (`request.ip`: the peer, or the client a
  * trusted proxy names). An address that failed `maxFailures` times in a window is refused with
- * 429 `rate.limited` — before its token is even looked at — until the window ends, unless it has
- * authenticated before (see {@link AuthLimiter.guard}). Guessing tokens
+ * 429 `rate.limited` — before its token is even looked at — until the window ends, but for a
+ * credential that authenticated from there before (see {@link AuthLimiter.guard}). Guessing tokens
  * (256 bits) is hopeless anyway; this keeps a guesser from costing the node database lookups and
  * log lines at line rate. `/postback` has a limiter of its own (see {@link proven}). An address
  * that is undefined (the client left before its request was read whole) is neither refused nor
@@ -58,19 +59,20 @@ export class AuthLimiter {
   }
 
   /**
-   * Remembers that the address has authenticated (bounded, least recently seen forgotten first).
-   * The ACP, `/metrics` and `/postback` let such an address through a lockout: whoever sent the right key from there has
-   * no key left to guess, and a network's postbacks keep converting while a guesser elsewhere is
+   * Remembers that the address has authenticated with `credential` (a digest; '' for `/postback`,
+   * whose one key is the credential), bounded, least recently seen forgotten first. That credential
+   * from that address then passes a lockout: whoever sent the right key from there has no key left
+   * to guess, and a network's postbacks keep converting while a guesser elsewhere is
    * held off. A right key from an address not seen with it before is refused like a wrong one
    * while the address is locked out, so a lockout says nothing about the keys tried in it.
    */
-  prove(address: string | undefined): void {
-    if (address !== undefined) this.#proven.set(addressKey(address), true);
+  prove(address: string | undefined, credential = ''): void {
+    if (address !== undefined) this.#proven.set(`${addressKey(address)} ${credential}`, true);
   }
 
-  /** Whether {@link prove} was called for the address (and has not been forgotten since). */
-  proven(address: string | undefined): boolean {
-    return address !== undefined && this.#proven.get(addressKey(address)) === true;
+  /** Whether {@link prove} was called for the address and credential (and not forgotten since). */
+  proven(address: string | undefined, credential = ''): boolean {
+    return address !== undefined && this.#proven.get(`${addressKey(address)} ${credential}`) === true;
   }
 
   /** Throws `rate.limited` (with the seconds to wait) when the address is locked out. */
@@ -110,22 +112,27 @@ export class AuthLimiter {
   /**
    * Runs one authentication for an address: refused while the address is locked out, and counted
    * when it fails (`auth.unauthorized`) — the one rule for the ACP and `/metrics` alike. Two
-   * exceptions keep the lockout on guessers only. A request that presents no credential guesses
-   * nothing: it is answered 401 and not counted (a client probing which routes need a token, or
-   * a test of every route's 401, locked its address out of a valid token for a whole window). And
-   * an address that has authenticated before is not refused: whoever holds a valid token there has
-   * nothing to guess (its wrong tokens are still answered 401 and counted).
+   * exceptions keep the lockout on guessers only. A request that presents no credential (no
+   * `Authorization`, or an empty one) guesses nothing: it is answered 401 and not counted (a client
+   * probing which routes need a token, or a test of every route's 401, locked its address out of a
+   * valid token for a whole window). And a credential that has authenticated from this address
+   * before passes its lockout: whoever holds it there has nothing to guess. Any other credential is
+   * refused like a guess, so a proven address is no place to guess from. `credential` is the
+   * request's `Authorization` value, remembered only as its SHA-256.
    */
   async guard<T>(
     address: string | undefined,
     authenticate: () => T | Promise<T>,
-    presented = true,
+    credential?: string,
   ): Promise<T> {
-    if (!presented) return authenticate();
-    if (!this.proven(address)) this.check(address);
+    // No credential (or an empty header) guesses nothing: 401, never counted.
+    if (credential === undefined || credential.trim() === '') return authenticate();
+    // Through a lockout only with a credential this address has already authenticated with.
+    const proof = createHash('sha256').update(credential).digest('base64');
+    if (!this.proven(address, proof)) this.check(address);
     try {
       const result = await authenticate();
-      this.prove(address);
+      this.prove(address, proof);
       return result;
     } catch (err) {
       if (err instanceof ApiError && err.code === 'auth.unauthorized') this.failed(address);

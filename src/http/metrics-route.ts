@@ -28,8 +28,9 @@ export function registerMetricsRoute(
           throw new ApiError('auth.unauthorized', 'A valid metrics token is required.');
         }
       };
-      const presented = request.headers.authorization !== undefined;
-      await (opts.limiter ? opts.limiter.guard(request.ip, authenticate, presented) : authenticate());
+      await (opts.limiter
+        ? opts.limiter.guard(request.ip, authenticate, request.headers.authorization)
+        : authenticate());
     }
     const { body, contentType } = await telemetry.exposition(negotiateFormat(request.headers.accept));
     return reply.type(contentType).send(body);

@@ -310,9 +310,28 @@ export function createServer(deps: ServerDeps): FastifyInstance {
 
   // An empty body counts as {} whatever type it names (§4: `fetch(url, {method: 'POST', body: ''})`
   // says text/plain); any other media type with a body is refused before the body is read.
-  app.addContentTypeParser('*', (request, _payload, done) => {
-    if (request.headers['content-length'] === '0') done(null, {});
-    else done(new ApiError('request.unsupported_media_type'), undefined);
+  app.addContentTypeParser('*', (request, payload, done) => {
+    // No route: the 404/405 answer does not depend on the body (left unread, as before).
+    const length = request.headers['content-length'];
+    if (request.is404) done(null, undefined);
+    else if (length !== undefined)
+      done(Number(length) === 0 ? null : new ApiError('request.unsupported_media_type'), {});
+    else {
+      // Chunked: empty when it ends before its first byte; refused at its first byte otherwise
+      // (or when the client goes away first).
+      const settle = (err: ApiError | null) => {
+        payload.off('data', refuse);
+        payload.off('error', refuse);
+        payload.off('end', empty);
+        payload.pause();
+        done(err, err ? undefined : {});
+      };
+      const refuse = () => settle(new ApiError('request.unsupported_media_type'));
+      const empty = () => settle(null);
+      payload.on('data', refuse);
+      payload.on('error', refuse);
+      payload.on('end', empty);
+    }
   });
 
   return app;

@@ -195,6 +195,12 @@ describe('failed-authentication limiting per client address', () => {
       const res = await t.acp('/acp/system/metrics', undefined, {}, c);
       assert.equal(res.status, 401);
       await res.body?.cancel();
+      const blank = await fetch(`${t.url}/acp/system/metrics`, {
+        method: 'POST',
+        headers: { authorization: '', ...c },
+      });
+      assert.equal(blank.status, 401, 'an empty Authorization header presents nothing either');
+      await blank.body?.cancel();
       const scrape = await fetch(`${t.url}/metrics`, { headers: c });
       assert.equal(scrape.status, 401);
       await scrape.body?.cancel();
@@ -204,19 +210,47 @@ describe('failed-authentication limiting per client address', () => {
     await ok.json();
   });
 
-  test('an address that has authenticated keeps its valid token through a lockout; its wrong ones still fail', async () => {
+  test('through a lockout passes only a credential that authenticated from that address before', async () => {
+    // Whoever holds that token there has nothing to guess. Any other credential is refused while
+    // the address is locked out: a proven address must not become a place to guess from.
     const d = from('198.51.100.21');
     const first = await t.acp('/acp/system/metrics', admin, {}, d);
     assert.equal(first.status, 200);
     await first.json();
-    for (let i = 0; i < 5; i++) {
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
       const res = await t.acp('/acp/system/metrics', `slc_guess-${i}`, {}, d);
-      assert.equal(res.status, 401);
+      statuses.push(res.status);
       await res.body?.cancel();
     }
+    assert.deepEqual(statuses, [401, 401, 401, 429, 429, 429]);
     const ok = await t.acp('/acp/system/metrics', admin, {}, d);
-    assert.equal(ok.status, 200, 'a valid token from where one was used before');
+    assert.equal(ok.status, 200, 'the token used from here before');
     await ok.json();
+    const viewer = await t.token('viewer', 'matrix-limit-viewer');
+    const other = await t.acp('/acp/system/metrics', viewer, {}, d);
+    assert.equal(other.status, 429, 'a valid token never used from here is refused like a guess');
+    await other.body?.cancel();
+    // A good scrape token lifts nothing for ACP tokens; an operator proves no neighbour in its /64.
+    const e = from('198.51.100.22');
+    const scrape = await fetch(`${t.url}/metrics`, {
+      headers: { authorization: `Bearer ${METRICS_TOKEN}`, ...e },
+    });
+    assert.equal(scrape.status, 200);
+    await scrape.arrayBuffer();
+    const six = from('2001:db8:1:2::10');
+    const proven = await t.acp('/acp/system/metrics', admin, {}, six);
+    assert.equal(proven.status, 200);
+    await proven.json();
+    for (const where of [e, from('2001:db8:1:2:ffff::99')]) {
+      const seen: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        const res = await t.acp('/acp/system/metrics', `slc_guess-${i}`, {}, where);
+        seen.push(res.status);
+        await res.body?.cancel();
+      }
+      assert.deepEqual(seen, [401, 401, 401, 429], JSON.stringify(where));
+    }
   });
 
   test('wrong scrape tokens on /metrics count against the address too', async () => {

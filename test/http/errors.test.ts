@@ -140,6 +140,40 @@ describe('API errors: body and exactly one log record each', () => {
     await res.json();
   });
 
+  test('a body of another media type on a wrong method or an unknown path is still 405 or 404', async () => {
+    for (const [method, path, status] of [
+      ['DELETE', '/acp/auth/whoami', 405],
+      ['PUT', '/acp/auth/whoami', 405],
+      ['POST', '/go/any', 405],
+      ['POST', '/nowhere', 404],
+    ] as const) {
+      const res = await fetch(`${t.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${viewer}`, 'content-type': 'text/plain' },
+        body: 'x',
+      });
+      assert.equal(res.status, status, `${method} ${path}`);
+      await res.arrayBuffer();
+    }
+  });
+
+  test('an empty chunked body of another media type is {} too', async () => {
+    const { port } = new URL(t.url);
+    const answer = await new Promise<string>((resolve) => {
+      const s = connect(Number(port), '127.0.0.1');
+      let out = '';
+      s.on('data', (d) => {
+        out += d;
+      });
+      s.on('close', () => resolve(out));
+      s.write(
+        `POST /acp/auth/whoami HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${viewer}\r\n` +
+          'content-type: text/plain\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n0\r\n\r\n',
+      );
+    });
+    assert.equal(answer.split('\r\n')[0], 'HTTP/1.1 200 OK');
+  });
+
   test('a wrong method on an ACP path is 405 with Allow', async () => {
     for (const method of ['GET', 'PUT', 'DELETE', 'PATCH']) {
       const res = await fetch(`${t.url}/acp/system/metrics`, { method });
