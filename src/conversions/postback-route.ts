@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AuthLimiter } from '../auth/index.ts';
@@ -100,7 +101,12 @@ function parseForm(text: string, source: string): Record<string, string | string
  * `api error` record.
  */
 export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteOptions): void {
-  let waiting = 0;
+  const waits = new ClickWaits(opts.recentClickWaitMs ?? 0, opts.clock);
+  // A stopping node answers its waiting postbacks at once, before its storage closes.
+  app.addHook('preClose', (done) => {
+    waits.stop();
+    done();
+  });
   app.register((scope, _o, done) => {
     // Networks post forms as often as JSON; only this route takes them.
     scope.addContentTypeParser(
@@ -150,39 +156,100 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
           },
           opts.pendingClick(pb.click_id),
         );
-      let applied = await apply();
-      // A click made moments ago on another node is in that node's buffer until its flush: the
-      // postback (behind a load balancer, any node gets it) waits for it rather than answering a
-      // 404 that a network may never retry. Bounded by the id's own time, so a made-up id waits
-      // no longer than a real one could.
-      const made = applied === undefined ? clickIdTime(pb.click_id) : undefined;
-      const wait = opts.recentClickWaitMs ?? 0;
-      if (made !== undefined && wait > 0 && opts.clock !== undefined && waiting < MAX_WAITING) {
-        const now = opts.clock.now();
-        if (made <= now + CLOCK_SKEW_MS) {
-          const tries = Math.ceil(Math.max(0, made + wait - now) / RECENT_CLICK_POLL_MS);
-          waiting++;
-          try {
-            for (let i = 0; i < tries && applied === undefined; i++) {
-              await sleep(RECENT_CLICK_POLL_MS);
-              applied = await apply();
-            }
-          } finally {
-            waiting--;
-          }
-        }
-      }
-      if (applied === undefined) throw new ApiError('resource.not_found', 'No click has that click_id.');
-      return {
-        ok: true,
-        conversion_id: applied.conversion.conversion_id,
-        click_id: pb.click_id,
-        status: pb.status,
-      };
+      // Postbacks of one conversion are applied in the order this node got them, also when the
+      // first waits for its click (a later `rejected` must not be overwritten by an earlier `lead`).
+      return waits.inOrder(`${pb.click_id}\u0000${pb.txid ?? ''}`, async () => {
+        const applied = (await apply()) ?? (await waits.forClick(pb.click_id, request.raw, apply));
+        if (applied === undefined) throw new ApiError('resource.not_found', 'No click has that click_id.');
+        return {
+          ok: true,
+          conversion_id: applied.conversion.conversion_id,
+          click_id: pb.click_id,
+          status: pb.status,
+        };
+      });
     };
     // GET and POST only (§12): a HEAD from a link checker must not record a conversion.
     scope.get('/postback', { exposeHeadRoute: false }, handler);
     scope.post('/postback', handler);
     done();
   });
+}
+
+const noop = () => {};
+
+/**
+ * A click made moments ago on another node is in that node's buffer until its flush: a postback for
+ * it (behind a load balancer any node gets it) waits for the click rather than answering a 404 a
+ * network may never retry. The wait is bounded by the time in the click id (a made-up id waits no
+ * longer than a real one could), by {@link MAX_WAITING} postbacks at once, by the client (one that
+ * leaves stops its wait) and by the node's stop (a stopping node answers at once, then closes its
+ * storage). Postbacks of one conversion are applied in the order they arrived.
+ */
+class ClickWaits {
+  readonly #windowMs: number;
+  readonly #clock: Clock | undefined;
+  readonly #stopping = new AbortController();
+  readonly #chains = new Map<string, Promise<void>>();
+  #waiting = 0;
+
+  constructor(windowMs: number, clock: Clock | undefined) {
+    this.#windowMs = windowMs;
+    this.#clock = clock;
+  }
+
+  stop(): void {
+    this.#stopping.abort();
+  }
+
+  /** Runs `work` once every earlier call for the same key on this node has settled. */
+  inOrder<T>(key: string, work: () => Promise<T>): Promise<T> {
+    const before = this.#chains.get(key);
+    const run = before === undefined ? work() : before.then(work);
+    const tail = run.then(noop, noop);
+    this.#chains.set(key, tail);
+    void tail.then(() => {
+      if (this.#chains.get(key) === tail) this.#chains.delete(key);
+    });
+    return run;
+  }
+
+  /** `look()` again every {@link RECENT_CLICK_POLL_MS} until it finds the click or the wait ends. */
+  async forClick<T>(
+    clickId: string,
+    req: IncomingMessage,
+    look: () => Promise<T | undefined>,
+  ): Promise<T | undefined> {
+    const made = clickIdTime(clickId);
+    if (made === undefined || this.#clock === undefined || this.#windowMs <= 0) return undefined;
+    if (this.#waiting >= MAX_WAITING || this.#stopping.signal.aborted) return undefined;
+    const now = this.#clock.now();
+    const remaining = made + this.#windowMs - now;
+    if (made > now + CLOCK_SKEW_MS || remaining <= 0) return undefined;
+    // Real time, not the injected clock: this is how long a request is held.
+    const until = performance.now() + remaining;
+    const gone = new AbortController();
+    const leave = () => gone.abort();
+    const socket = req.socket;
+    socket.once('close', leave);
+    socket.once('end', leave);
+    const signal = AbortSignal.any([this.#stopping.signal, gone.signal]);
+    this.#waiting++;
+    try {
+      while (!signal.aborted && performance.now() < until) {
+        try {
+          await sleep(Math.min(RECENT_CLICK_POLL_MS, until - performance.now()), undefined, { signal });
+        } catch {
+          return undefined;
+        }
+        const found = await look();
+        if (found !== undefined) return found;
+      }
+      return undefined;
+    } finally {
+      this.#waiting--;
+      socket.off('close', leave);
+      socket.off('end', leave);
+    }
+  }
 }

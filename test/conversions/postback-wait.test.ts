@@ -1,0 +1,133 @@
+// Postbacks that wait for a click another node took a moment ago (src/conversions/postback-route.ts):
+// the stop, the order of one conversion's postbacks, and clients that leave.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FlowRecord } from '../../src/storage/index.ts';
+import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
+
+const CHROME =
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
+const ALPHABET = '-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz';
+const enc = (v: number, n: number) => {
+  let o = '';
+  for (let i = n - 1; i >= 0; i--) o += ALPHABET[Math.floor(v / 2 ** (6 * i)) % 64];
+  return o;
+};
+/** A made-up click id whose embedded time is `ms`. */
+const madeUp = (ms: number, tag: string) => enc(ms, 8) + `${tag}zzzzzzzzzzzzzz`.slice(0, 14);
+
+describe('a postback waiting for its click when the node stops (SQLite)', () => {
+  test('is answered 404 at once, before the storage closes, and never queries it after', async () => {
+    const t: TestNode = await startTestNode({
+      yaml: 'app:\n  server:\n    shutdown_timeout_ms: 1500\nclicks:\n  flush_interval_ms: 20000\n',
+    });
+    const id = madeUp(Date.now(), 'shutdown');
+    const answer = fetch(`${t.url}/postback?click_id=${id}&txid=x`).then(
+      (r) => r.status,
+      (e: Error) => `no answer: ${(e.cause as NodeJS.ErrnoException | undefined)?.code ?? e.message}`,
+    );
+    await sleep(300); // the postback is waiting (were it still in flight, the stop answers 503)
+    await t.close();
+    const status = await answer;
+    await sleep(800); // time for a wait that outlived the stop to query the closed storage
+    const late = t.logs.apiErrors().filter((l) => l.code === 'db.unavailable');
+    assert.ok(status === 404 || status === 503, `answered at the stop, not cut: ${status}`);
+    assert.equal(late.length, 0, 'no query after the storage closed');
+  });
+});
+
+const skipPg = !(await pgAvailable()) && 'PostgreSQL unavailable';
+
+describe('postbacks waiting on another node (two nodes, PostgreSQL)', { skip: skipPg }, () => {
+  const schema = testSchema();
+  let a: TestNode;
+  let b: TestNode;
+  let flow: FlowRecord;
+  // A flush interval long enough that node a only writes when the test says so.
+  const yaml = (id: string) => `app:\n  server:\n    id: ${id}\nclicks:\n  flush_interval_ms: 10000\n`;
+  before(async () => {
+    a = await startTestNode({ postgres: { schema }, yaml: yaml('rb-a') });
+    b = await startTestNode({ postgres: { schema }, yaml: yaml('rb-b') });
+    const token = await a.token('admin');
+    const res = await a.acp('/acp/traffic-flows/create', token, { slug: 'rbw', name: 'rbw' });
+    flow = (await res.json()) as FlowRecord;
+    await (
+      await a.acp('/acp/streams/create', token, {
+        flow_id: flow.id,
+        name: 'all',
+        type: 'default',
+        target_url: 'https://x.test/',
+      })
+    ).arrayBuffer();
+  });
+  after(async () => {
+    await b.close();
+    await a.close();
+    await dropSchema(schema);
+  });
+
+  const click = async () => {
+    const res = await fetch(`${a.url}/go/rbw`, {
+      redirect: 'manual',
+      headers: { 'user-agent': CHROME, 'cf-ipcountry': 'NL' },
+    });
+    assert.equal(res.status, 302);
+    return res.headers.get('x-click-id')!;
+  };
+
+  test('two postbacks of one conversion while its click is on the way: the later one sent stays', async () => {
+    let inverted = 0;
+    const runs = 4;
+    for (let i = 0; i < runs; i++) {
+      const id = await click();
+      const t0 = performance.now();
+      const first = fetch(`${b.url}/postback?click_id=${id}&txid=tx&status=lead&payout=1`);
+      await sleep(150);
+      const second = fetch(`${b.url}/postback?click_id=${id}&txid=tx&status=rejected&payout=0`);
+      // Node a writes the click after the first postback's poll at ~200 ms, before the second's at ~350.
+      await sleep(Math.max(0, 260 - (performance.now() - t0)));
+      await a.node.clickLog.persist();
+      const answers = [await (await first).json(), await (await second).json()];
+      const [stored] = await b.node.storage.conversions.ofClick(id);
+      if (stored?.status !== 'rejected') inverted++;
+      assert.deepEqual(
+        answers.map((a) => (a as { status: string }).status),
+        ['lead', 'rejected'],
+      );
+    }
+    assert.equal(
+      inverted,
+      0,
+      `${inverted} of ${runs}: the earlier postback (lead) overwrote the later (rejected)`,
+    );
+  });
+
+  test('a client that leaves frees its place: 256 gone, a real postback still waits and finds its click', async () => {
+    const controllers: AbortController[] = [];
+    const pending: Promise<unknown>[] = [];
+    for (let i = 0; i < 256; i++) {
+      const c = new AbortController();
+      controllers.push(c);
+      pending.push(
+        fetch(`${b.url}/postback?click_id=${madeUp(Date.now(), `f${i}`)}`, { signal: c.signal }).catch(
+          () => undefined,
+        ),
+      );
+    }
+    await sleep(500);
+    for (const c of controllers) c.abort(); // every client is gone: their places are free
+    await Promise.all(pending);
+    await sleep(200); // the node sees the 256 connections close
+    const id = await click();
+    const t0 = performance.now();
+    const pb = fetch(`${b.url}/postback?click_id=${id}&txid=real&status=sale&payout=5`);
+    await sleep(100);
+    await a.node.clickLog.persist();
+    const res = await pb;
+    const took = Math.round(performance.now() - t0);
+    const body = await res.text();
+    assert.equal(res.status, 200, `after ${took} ms: ${body}`);
+  });
+});
