@@ -12,8 +12,8 @@ import type { AcpRouter } from './acp-router.ts';
  * `POST /acp/reports/query` (§15, viewer): the report as JSON, or as CSV (`format: csv`, a header
  * row, `text/csv`) that a spreadsheet opens with the same numbers. `POST /acp/reports/currencies`
  * (extension, viewer; the same body): `{currencies}` the selection's money is in, whatever
- * `filter.currency` says, so a client can offer one to pick instead of meeting the refusal of a
- * report that would add up several.
+ * `filter.currency` says, so a client can offer one to pick: a report whose money is in several
+ * counts everything but shows no money (its money figures are null).
  */
 export function registerReportRoutes(acp: AcpRouter, deps: { storage: Storage }): void {
   acp.add({

@@ -194,8 +194,8 @@ function planReport(q: ReportQuery): ReportPlan {
 
 /**
  * The currencies the money of a report's selection is in (filter.currency aside), sorted: what a
- * client asks first when it lets a person pick one (the console), since a report refuses to add up
- * money in several.
+ * client asks first when it lets a person pick one (the console), since a report whose money is in
+ * several adds none of it up (its money figures are null).
  */
 export async function reportCurrencies(storage: Storage, q: ReportQuery): Promise<string[]> {
   const { spec } = planReport(q);

@@ -153,8 +153,9 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     }
 
     // A sale paid in EUR: the flow's money is now in two currencies, which a report never adds up.
-    // The page asks which currencies there are, picks one and offers the others: no refusal (a
-    // 400 for every view and every change made the doctor flag the reports route).
+    // The page counts everything, shows no money until a currency is picked, and offers the
+    // currencies the selection holds: no refusal (a 400 for every view and every change made the
+    // doctor flag the reports route).
     assert.equal(
       (await fetch(`${t.url}/postback?click_id=${ids[1]}&payout=4&status=sale&currency=EUR`)).status,
       200,
@@ -170,9 +171,17 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       /in EUR, USD, never added up/,
     );
     const row = 'table[aria-label=Report] tbody tr:has(td[data-label=country]:text("DE"))';
+    await page.waitForSelector(`${row} td[data-label=conversions]:text("2")`);
+    assert.equal((await page.textContent(`${row} td[data-label=revenue]`))?.trim(), '–', 'no money added up');
+    await page.selectOption('select[name=currency]', 'EUR');
     await page.waitForSelector(`${row} td[data-label=revenue]:text("4.00 EUR")`);
     await page.selectOption('select[name=currency]', 'USD');
     await page.waitForSelector(`${row} td[data-label=revenue]:text("9.00 USD")`);
+    // Another flow, whose money is in neither: the picked currency is dropped, not kept to show nothing.
+    await page.fill('input[name=flow]', 'no-such-flow');
+    await page.dispatchEvent('input[name=flow]', 'change');
+    await page.waitForSelector('[data-testid=report-empty]');
+    assert.equal(await page.inputValue('[name=currency]'), '');
     assert.deepEqual(seen.errors, [], 'no request refused');
     await page.close();
   });

@@ -44,7 +44,7 @@ export function ReportsPage() {
   const [groupBy, setGroupBy] = useState(['day', flowInHash ? 'country' : 'flow']);
   const [flowId, setFlowId] = useState(flowInHash ?? '');
   const [currency, setCurrency] = useState('');
-  /** The currencies the selection's money is in: several are never added up, so one is picked. */
+  /** The currencies the selection's money is in: several are never added up (money shows per currency). */
   const [currencies, setCurrencies] = useState([]);
   const [report, setReport] = useState(null);
   const [error, setError] = useState(null);
@@ -69,9 +69,10 @@ export function ReportsPage() {
       const q = query();
       const found = (await acp('/acp/reports/currencies', q)).currencies;
       setCurrencies(found);
-      // A report would refuse to add up several: the first is picked, and the others offered.
-      if (!currency && found.length > 1) {
-        setCurrency(found[0]);
+      // A currency the selection no longer holds (another flow, another range) would narrow the
+      // report to nothing: it is dropped, and the report runs again for all.
+      if (currency && !found.includes(currency)) {
+        setCurrency('');
         return;
       }
       setReport(await acp('/acp/reports/query', q));
@@ -193,7 +194,8 @@ export function ReportsPage() {
       ${
         currencies.length > 1
           ? html`<label>Currency <select name="currency" value=${currency} onChange=${(e) => setCurrency(e.currentTarget.value)}>
-              ${(currencies.includes(currency) || !currency ? currencies : [currency, ...currencies]).map((c) => html`<option value=${c}>${c}</option>`)}
+              <option value="">all (counts only)</option>
+              ${currencies.map((c) => html`<option value=${c}>${c}</option>`)}
             </select></label>`
           : html`<label>Currency <input name="currency" value=${currency} placeholder="all" size="4" onChange=${(e) => setCurrency(e.currentTarget.value.trim())} /></label>`
       }
@@ -206,8 +208,8 @@ export function ReportsPage() {
         : ''
     }</p>
     ${
-      currencies.length > 1
-        ? html`<p class="hint" data-testid="report-currencies">Money here is in ${currencies.join(', ')}, never added up: one currency at a time.</p>`
+      currencies.length > 1 && !currency
+        ? html`<p class="hint" data-testid="report-currencies">Money here is in ${currencies.join(', ')}, never added up: pick a currency to see it.</p>`
         : ''
     }
     <${ErrorLine} error=${error} />
