@@ -94,6 +94,8 @@ export class ClickDescriber {
    * @param clientAddress the client's address as the server believes it (after trusted proxies)
    * @param query the parsed query string (`sub1`…`sub10`)
    * @param record false to look without opening a uniqueness window (the simulator, §16)
+   * @param person true to describe a person whose browser is not known, whatever the user agent
+   *   says (the simulator asked without one): not a bot, and looked up for uniqueness
    */
   describe(
     flowId: string,
@@ -102,12 +104,14 @@ export class ClickDescriber {
     clientAddress: string | undefined,
     query: QueryLike | undefined,
     record = true,
+    person = false,
   ): ClickFacts {
     const ua = headers['user-agent'];
     const agent = this.userAgents.classify(method, ua);
+    const isBot = agent.is_bot && !person;
     const q = query ?? NO_QUERY;
     let isUnique = false;
-    if (!agent.is_bot) {
+    if (!isBot) {
       const key = visitorKeyOf(clientAddress, agent.visitor_seed);
       isUnique = record ? this.uniqueness.check(flowId, key) : this.uniqueness.peek(flowId, key);
     }
@@ -130,7 +134,7 @@ export class ClickDescriber {
       sub10: subValue(q.sub10),
       ip_prefix: ipPrefix(clientAddress),
       is_unique: isUnique,
-      is_bot: agent.is_bot,
+      is_bot: isBot,
     };
   }
 }

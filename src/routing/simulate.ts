@@ -109,10 +109,10 @@ export async function simulate(deps: SimulatorDeps, input: SimulateInput): Promi
   if (input.referrer !== undefined) headers.referer = input.referrer;
   const country = input.country?.toUpperCase() ?? deps.geo?.lookup(input.ip);
   const flow = await deps.load(input.slug);
-  const described = deps.describer.describe(flow?.id ?? '', 'GET', headers, input.ip, query, false);
   // A question that names no user agent asks about a person whose browser is not known, not about
   // a request without one (which /go takes for a bot, as it does `"user_agent": ""` here).
-  const facts = input.user_agent === undefined ? { ...described, is_bot: false } : described;
+  const person = input.user_agent === undefined;
+  const facts = deps.describer.describe(flow?.id ?? '', 'GET', headers, input.ip, query, false, person);
   const click = {
     country: country ?? null,
     device_type: facts.device_type,

@@ -143,6 +143,26 @@ for (const backend of BACKENDS) {
       );
       const empty = await sim({ country: 'DE', user_agent: '' });
       assert.deepEqual([empty.outcome, empty.click.is_bot], ['bot', true]);
+      // ... and, a person, looked up for uniqueness like any (a stream with an is_unique rule takes it).
+      const uniq = await call<FlowRecord>(admin, '/acp/traffic-flows/create', {
+        slug: 'sim-uniq',
+        name: 'u',
+      });
+      for (const body of [
+        {
+          name: 'uniques',
+          type: 'forced',
+          target_url: 'https://u.test/',
+          filters: { rules: [{ field: 'is_unique', op: 'is', values: [true] }] },
+        },
+        { name: 'default', type: 'default', target_url: 'https://d.test/' },
+      ])
+        await call(admin, '/acp/streams/create', { flow_id: uniq.id, ...body });
+      const fresh = await sim({ slug: 'sim-uniq', ip: '198.51.100.7' });
+      assert.deepEqual(
+        [fresh.click.is_bot, fresh.click.is_unique, fresh.stream?.name],
+        [false, true, 'uniques'],
+      );
       const none = await sim({ slug: 'no-such-flow' });
       assert.equal(none.outcome, 'no_match');
       assert.equal(none.stream, null);
