@@ -121,7 +121,7 @@ describe('the README tour, as a reader runs it', () => {
     // Counters reach the flows list with the stats flush (every second).
     const [shownFlow] = readmeOutputs('/acp/traffic-flows/list');
     let flow: Record<string, unknown> | undefined;
-    for (let i = 0; i < 100; i++) {
+    for (let i = 0; i < 200; i++) {
       const list = await acp('traffic-flows/list');
       const demo = (list.items as Record<string, unknown>[]).find((f) => f.slug === 'demo')!;
       flow = pick(demo, Object.keys(shownFlow!));
@@ -136,7 +136,7 @@ describe('the README tour, as a reader runs it', () => {
     const expected = shownRows.map((r) => ({ ...r, day }));
     let rows: Record<string, unknown>[] = [];
     // The report reads the hourly rollups, written with the click log's flush (within a second).
-    for (let i = 0; i < 100; i++) {
+    for (let i = 0; i < 200; i++) {
       const report = await acp('reports/query', {
         from: day,
         to: tomorrow,
