@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { ApiError } from '../errors/index.ts';
 import type { Clock } from '../time/index.ts';
+import { parseBearer } from './tokens.ts';
 
 export interface AuthLimiterOptions {
   /** Failed authentications one address may make per window; 0 turns the limit off. */
@@ -59,20 +60,25 @@ export class AuthLimiter {
   }
 
   /**
-   * Remembers that the address has authenticated with `credential` (a digest; '' for `/postback`,
-   * whose one key is the credential), bounded, least recently seen forgotten first. That credential
-   * from that address then passes a lockout: whoever sent the right key from there has no key left
-   * to guess, and a network's postbacks keep converting while a guesser elsewhere is
-   * held off. A right key from an address not seen with it before is refused like a wrong one
-   * while the address is locked out, so a lockout says nothing about the keys tried in it.
+   * Remembers that the address has authenticated with `credential` (an ACP or `/metrics` token, a
+   * postback key; kept only as its SHA-256), bounded, least recently seen forgotten first. That
+   * credential from that address then passes a lockout: whoever sent it from there has nothing
+   * left to guess, and a network's postbacks keep converting while a guesser elsewhere is held
+   * off. Any other credential from the address is refused like a guess while it is locked out, so
+   * a lockout says nothing about the credentials tried in it.
    */
-  prove(address: string | undefined, credential = ''): void {
-    if (address !== undefined) this.#proven.set(`${addressKey(address)} ${credential}`, true);
+  prove(address: string | undefined, credential: string): void {
+    if (address !== undefined) this.#proven.set(proofOf(address, credential), true);
   }
 
   /** Whether {@link prove} was called for the address and credential (and not forgotten since). */
-  proven(address: string | undefined, credential = ''): boolean {
-    return address !== undefined && this.#proven.get(`${addressKey(address)} ${credential}`) === true;
+  proven(address: string | undefined, credential: string): boolean {
+    return address !== undefined && this.#proven.get(proofOf(address, credential)) === true;
+  }
+
+  /** Forgets a proof: the credential failed (a revoked token is a guess like any other). */
+  disprove(address: string | undefined, credential: string): void {
+    if (address !== undefined) this.#proven.delete(proofOf(address, credential));
   }
 
   /** Throws `rate.limited` (with the seconds to wait) when the address is locked out. */
@@ -117,25 +123,29 @@ export class AuthLimiter {
    * probing which routes need a token, or a test of every route's 401, locked its address out of a
    * valid token for a whole window). And a credential that has authenticated from this address
    * before passes its lockout: whoever holds it there has nothing to guess. Any other credential is
-   * refused like a guess, so a proven address is no place to guess from. `credential` is the
-   * request's `Authorization` value, remembered only as its SHA-256.
+   * refused like a guess, so a proven address is no place to guess from, and a credential that
+   * fails (a revoked token) is no longer proven. `header` is the request's `Authorization`.
    */
   async guard<T>(
     address: string | undefined,
     authenticate: () => T | Promise<T>,
-    credential?: string,
+    header?: string,
   ): Promise<T> {
     // No credential (or an empty header) guesses nothing: 401, never counted.
-    if (credential === undefined || credential.trim() === '') return authenticate();
+    if (header === undefined || header.trim() === '') return authenticate();
+    // The token itself, however the header spells `Bearer`: one holder of one token is one proof.
+    const credential = parseBearer(header) ?? header.trim();
     // Through a lockout only with a credential this address has already authenticated with.
-    const proof = createHash('sha256').update(credential).digest('base64');
-    if (!this.proven(address, proof)) this.check(address);
+    if (!this.proven(address, credential)) this.check(address);
     try {
       const result = await authenticate();
-      this.prove(address, proof);
+      this.prove(address, credential);
       return result;
     } catch (err) {
-      if (err instanceof ApiError && err.code === 'auth.unauthorized') this.failed(address);
+      if (err instanceof ApiError && err.code === 'auth.unauthorized') {
+        this.failed(address);
+        this.disprove(address, credential);
+      }
       throw err;
     }
   }
@@ -144,4 +154,9 @@ export class AuthLimiter {
   get size(): number {
     return this.#windows.size;
   }
+}
+
+/** The key a proof is kept under: the address (an IPv6 host by its /64) and the credential's digest. */
+function proofOf(address: string, credential: string): string {
+  return `${addressKey(address)} ${createHash('sha256').update(credential).digest('base64')}`;
 }

@@ -137,13 +137,14 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
       const query = q === -1 ? {} : parseForm(request.url.slice(q + 1), 'The query string');
       const limiter = opts.limiter;
       // A locked-out address is refused whatever key it sends (a right one answered 200 would tell
-      // a guesser which it was), unless it has sent the right key before.
-      if (limiter !== undefined && !limiter.proven(request.ip)) limiter.check(request.ip);
-      if (!postbackKeyAccepted(opts.keySha256, postbackKey(query, request.body), opts.previousKeySha256)) {
+      // a guesser which it was), unless it has sent this same key, right, from there before.
+      const key = postbackKey(query, request.body) ?? '';
+      if (limiter !== undefined && !limiter.proven(request.ip, key)) limiter.check(request.ip);
+      if (!postbackKeyAccepted(opts.keySha256, key === '' ? undefined : key, opts.previousKeySha256)) {
         limiter?.failed(request.ip);
         throw new ApiError('auth.unauthorized', 'The postback key is missing or wrong.');
       }
-      if (opts.keySha256 !== undefined) limiter?.prove(request.ip);
+      if (opts.keySha256 !== undefined) limiter?.prove(request.ip, key);
       const pb = parsePostback(query, request.body);
       const apply = () =>
         opts.conversions.upsert(

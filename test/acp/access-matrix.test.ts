@@ -227,10 +227,33 @@ describe('failed-authentication limiting per client address', () => {
     const ok = await t.acp('/acp/system/metrics', admin, {}, d);
     assert.equal(ok.status, 200, 'the token used from here before');
     await ok.json();
+    // The same token however the header spells it: one holder of one token is one proof.
+    for (const header of [`bearer ${admin}`, `Bearer  ${admin}`, `BEARER\t${admin}`]) {
+      const res = await fetch(`${t.url}/acp/system/metrics`, {
+        method: 'POST',
+        headers: { authorization: header, ...d },
+      });
+      assert.equal(res.status, 200, JSON.stringify(header));
+      await res.json();
+    }
     const viewer = await t.token('viewer', 'matrix-limit-viewer');
     const other = await t.acp('/acp/system/metrics', viewer, {}, d);
     assert.equal(other.status, 429, 'a valid token never used from here is refused like a guess');
     await other.body?.cancel();
+    // A proven token that is revoked is a guess like any other from then on.
+    const f = from('198.51.100.23');
+    const revoked = await t.token('viewer', 'matrix-limit-revoked');
+    const before = await t.acp('/acp/system/metrics', revoked, {}, f);
+    assert.equal(before.status, 200);
+    await before.json();
+    assert.ok(await t.node.storage.operators.revoke('matrix-limit-revoked'));
+    const after: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await t.acp('/acp/system/metrics', revoked, {}, f);
+      after.push(res.status);
+      await res.body?.cancel();
+    }
+    assert.deepEqual(after, [401, 401, 401, 429, 429]);
     // A good scrape token lifts nothing for ACP tokens; an operator proves no neighbour in its /64.
     const e = from('198.51.100.22');
     const scrape = await fetch(`${t.url}/metrics`, {

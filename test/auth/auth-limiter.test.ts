@@ -68,8 +68,8 @@ describe('AuthLimiter', () => {
     const l = new AuthLimiter({ maxFailures: 1, windowMs: 1000, clock });
     l.failed(undefined);
     l.check(undefined);
-    l.prove(undefined);
-    assert.equal(l.proven(undefined), false);
+    l.prove(undefined, 'k');
+    assert.equal(l.proven(undefined, 'k'), false);
     assert.equal(l.size, 0);
     const unauthorized = () => {
       throw new ApiError('auth.unauthorized', 'no');
@@ -83,12 +83,13 @@ describe('AuthLimiter', () => {
   test('a proven address is remembered by its key (an IPv6 host by its /64), bounded', () => {
     const clock = new ManualClock();
     const l = new AuthLimiter({ maxFailures: 1, windowMs: 1000, clock, maxAddresses: 2 });
-    l.prove('2001:db8::1');
-    assert.equal(l.proven('2001:db8::2'), true);
-    assert.equal(l.proven('2001:db8:0:1::1'), false);
-    l.prove('10.0.0.1');
-    l.prove('10.0.0.2');
-    assert.equal(l.proven('2001:db8::1'), false, 'the least recently seen is forgotten');
+    l.prove('2001:db8::1', 'k');
+    assert.equal(l.proven('2001:db8::2', 'k'), true);
+    assert.equal(l.proven('2001:db8::2', 'other'), false, 'only the credential that was proven');
+    assert.equal(l.proven('2001:db8:0:1::1', 'k'), false);
+    l.prove('10.0.0.1', 'k');
+    l.prove('10.0.0.2', 'k');
+    assert.equal(l.proven('2001:db8::1', 'k'), false, 'the least recently seen is forgotten');
   });
 });
 

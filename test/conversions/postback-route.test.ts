@@ -278,11 +278,14 @@ describe('postbacks with a key', () => {
     const right = await from(guesser, `/postback?click_id=keyed-1&txid=limited&key=${key}`);
     assert.equal(right.res.status, 429, JSON.stringify(right.body));
     assert.equal((await from('198.51.100.21', '/postback?click_id=keyed-1&key=guess')).res.status, 401);
-    // A network that has sent the right key keeps converting after a run of wrong ones.
+    // A network that has sent the right key keeps converting after a run of wrong ones, which are
+    // limited like anyone's (a proven address is no place to guess from).
     const network = '198.51.100.30';
     assert.equal((await from(network, `/postback?click_id=keyed-1&txid=n1&key=${key}`)).res.status, 200);
+    const wrong: number[] = [];
     for (let i = 0; i < 4; i++)
-      assert.equal((await from(network, `/postback?click_id=keyed-1&key=old-${i}`)).res.status, 401);
+      wrong.push((await from(network, `/postback?click_id=keyed-1&key=old-${i}`)).res.status);
+    assert.deepEqual(wrong, [401, 401, 401, 429]);
     assert.equal((await from(network, `/postback?click_id=keyed-1&txid=n2&key=${key}`)).res.status, 200);
     // The postback count is its own: the ACP answers the locked-out address's token as usual (401
     // for a bad one, not 429).
