@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AuthLimiter } from '../auth/index.ts';
@@ -159,8 +159,9 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
         );
       // Postbacks of one conversion are applied in the order this node got them, also when the
       // first waits for its click (a later `rejected` must not be overwritten by an earlier `lead`).
+      const peer = peerOf(request.raw.socket);
       return waits.inOrder(`${pb.click_id}\u0000${pb.txid ?? ''}`, async () => {
-        const applied = (await apply()) ?? (await waits.forClick(pb.click_id, request.raw, apply));
+        const applied = (await apply()) ?? (await waits.forClick(pb.click_id, peer, apply));
         if (applied === undefined) throw new ApiError('resource.not_found', 'No click has that click_id.');
         return {
           ok: true,
@@ -183,16 +184,20 @@ const noop = () => {};
  * A click made moments ago on another node is in that node's buffer until its flush: a postback for
  * it (behind a load balancer any node gets it) waits for the click rather than answering a 404 a
  * network may never retry. The wait is bounded by the time in the click id (a made-up id waits no
- * longer than a real one could), by {@link MAX_WAITING} postbacks at once, by the client (one that
- * leaves stops its wait) and by the node's stop (a stopping node answers at once, then closes its
- * storage). Postbacks of one conversion are applied in the order they arrived.
+ * longer than a real one could), by {@link MAX_WAITING} postbacks at once whose clients are still
+ * connected (and as many more whose clients half-closed), by the client (a closed connection ends
+ * its wait) and by the node's stop (a stopping node answers at once, then closes its storage).
+ * Postbacks of one conversion are applied in the order they arrived; one queued behind another
+ * holds no place until its turn.
  */
 class ClickWaits {
   readonly #windowMs: number;
   readonly #clock: Clock | undefined;
   readonly #stopping = new AbortController();
   readonly #chains = new Map<string, Promise<void>>();
+  /** Postbacks waiting whose client is still connected, and those whose client half-closed. */
   #waiting = 0;
+  #halfClosed = 0;
 
   constructor(windowMs: number, clock: Clock | undefined) {
     this.#windowMs = windowMs;
@@ -215,42 +220,88 @@ class ClickWaits {
     return run;
   }
 
-  /** `look()` again every {@link RECENT_CLICK_POLL_MS} until it finds the click or the wait ends. */
-  async forClick<T>(
-    clickId: string,
-    req: IncomingMessage,
-    look: () => Promise<T | undefined>,
-  ): Promise<T | undefined> {
+  /**
+   * `look()` again every {@link RECENT_CLICK_POLL_MS} until it finds the click or the wait ends: the
+   * window closes, the node stops, or the client's connection closes. A client that half-closes
+   * (sends FIN after its request) may still read its answer (the server allows half-open
+   * connections) or may be gone: it keeps waiting, but among the half-closed, capped apart, so
+   * that clients that left cannot hold the places of those still there.
+   */
+  async forClick<T>(clickId: string, peer: Peer, look: () => Promise<T | undefined>): Promise<T | undefined> {
     const made = clickIdTime(clickId);
     if (made === undefined || this.#clock === undefined || this.#windowMs <= 0) return undefined;
-    if (this.#waiting >= MAX_WAITING || this.#stopping.signal.aborted) return undefined;
+    if (this.#stopping.signal.aborted || peer.closed.signal.aborted) return undefined;
     const now = this.#clock.now();
     const remaining = made + this.#windowMs - now;
     if (made > now + CLOCK_SKEW_MS || remaining <= 0) return undefined;
+    let held: 'open' | 'half' | undefined = peer.ended.signal.aborted ? 'half' : 'open';
+    if (!this.#take(held)) return undefined;
+    const whileOpen = AbortSignal.any([this.#stopping.signal, peer.closed.signal, peer.ended.signal]);
+    const whileHalf = AbortSignal.any([this.#stopping.signal, peer.closed.signal]);
     // Real time, not the injected clock: this is how long a request is held.
     const until = performance.now() + remaining;
-    const gone = new AbortController();
-    const leave = () => gone.abort();
-    const socket = req.socket;
-    socket.once('close', leave);
-    socket.once('end', leave);
-    const signal = AbortSignal.any([this.#stopping.signal, gone.signal]);
-    this.#waiting++;
     try {
-      while (!signal.aborted && performance.now() < until) {
+      while (performance.now() < until) {
         try {
-          await sleep(Math.min(RECENT_CLICK_POLL_MS, until - performance.now()), undefined, { signal });
+          await sleep(Math.min(RECENT_CLICK_POLL_MS, until - performance.now()), undefined, {
+            signal: held === 'open' ? whileOpen : whileHalf,
+          });
         } catch {
-          return undefined;
+          if (this.#stopping.signal.aborted || peer.closed.signal.aborted) return undefined;
+          this.#release(held);
+          held = this.#take('half') ? 'half' : undefined;
+          if (held === undefined) return undefined;
+          continue;
         }
         const found = await look();
         if (found !== undefined) return found;
       }
       return undefined;
     } finally {
-      this.#waiting--;
-      socket.off('close', leave);
-      socket.off('end', leave);
+      this.#release(held);
     }
   }
+
+  #take(kind: 'open' | 'half'): boolean {
+    if (kind === 'open') {
+      if (this.#waiting >= MAX_WAITING) return false;
+      this.#waiting++;
+    } else {
+      if (this.#halfClosed >= MAX_WAITING) return false;
+      this.#halfClosed++;
+    }
+    return true;
+  }
+
+  #release(kind: 'open' | 'half' | undefined): void {
+    if (kind === 'open') this.#waiting--;
+    else if (kind === 'half') this.#halfClosed--;
+  }
+}
+
+/** A client's connection as the waits see it: closed (gone), or ended (half-closed: FIN sent). */
+interface Peer {
+  closed: AbortController;
+  ended: AbortController;
+}
+
+const peers = new WeakMap<Socket, Peer>();
+
+/**
+ * The connection a request came on, watched once for its whole life (a keep-alive connection
+ * carries many postbacks: one pair of listeners, however many of them wait), from the request's
+ * arrival, so a client that left while its postback was queued is known to be gone.
+ */
+function peerOf(socket: Socket): Peer {
+  let peer = peers.get(socket);
+  if (peer === undefined) {
+    const p: Peer = { closed: new AbortController(), ended: new AbortController() };
+    if (socket.destroyed) p.closed.abort();
+    if (socket.readableEnded) p.ended.abort();
+    socket.once('close', () => p.closed.abort());
+    socket.once('end', () => p.ended.abort());
+    peers.set(socket, p);
+    peer = p;
+  }
+  return peer;
 }

@@ -1,11 +1,14 @@
 // Postbacks that wait for a click another node took a moment ago (src/conversions/postback-route.ts):
 // the stop, the order of one conversion's postbacks, and clients that leave.
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FlowRecord } from '../../src/storage/index.ts';
+import { newBatchId } from '../../src/storage/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
+import { newClick } from '../helpers/records.ts';
 
 const CHROME =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
@@ -129,5 +132,50 @@ describe('postbacks waiting on another node (two nodes, PostgreSQL)', { skip: sk
     const took = Math.round(performance.now() - t0);
     const body = await res.text();
     assert.equal(res.status, 200, `after ${took} ms: ${body}`);
+  });
+});
+
+describe('a waiting postback and its client connection (SQLite)', () => {
+  let t: TestNode;
+  let port: number;
+  before(async () => {
+    t = await startTestNode({ yaml: 'clicks:\n  flush_interval_ms: 2000\n' }); // a 3 s wait
+    port = Number(new URL(t.url).port);
+  });
+  after(() => t.close());
+
+  test('a client that half-closes after its request (served since httpAllowHalfOpen) still waits for its click', async () => {
+    const id = madeUp(Date.now(), 'half');
+    const answer = new Promise<string>((resolve) => {
+      const s = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+      let o = '';
+      s.on('data', (d) => (o += d));
+      s.on('close', () => resolve(o.split('\r\n')[0]!));
+      s.end(`GET /postback?click_id=${id}&txid=h HTTP/1.1\r\nhost: x\r\n\r\n`);
+    });
+    await sleep(600); // the click arrives from another node's flush
+    await t.node.storage.clicks.insertBatch({
+      id: newBatchId(),
+      server_id: 'n2',
+      rows: [newClick({ click_id: id })],
+    });
+    assert.equal(await answer, 'HTTP/1.1 200 OK');
+  });
+
+  test('many pipelined waiting postbacks on one keep-alive socket leave no listener warning', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    const s = connect(port, '127.0.0.1');
+    s.on('error', () => {});
+    let req = '';
+    for (let i = 0; i < 12; i++)
+      req += `GET /postback?click_id=${madeUp(Date.now(), `pipe${i}`)}&txid=p HTTP/1.1\r\nhost: x\r\n\r\n`;
+    s.write(req);
+    await sleep(500);
+    s.destroy();
+    await sleep(100);
+    process.off('warning', onWarning);
+    assert.deepEqual(warnings, []);
   });
 });
