@@ -197,7 +197,7 @@ export function ReportsPage() {
               <option value="">all (counts only)</option>
               ${currencies.map((c) => html`<option value=${c}>${c}</option>`)}
             </select></label>`
-          : html`<label>Currency <input name="currency" value=${currency} placeholder="all" size="4" onChange=${(e) => setCurrency(e.currentTarget.value.trim())} /></label>`
+          : html`<label>Currency <input name="currency" value=${currency} placeholder="all" size="4" onChange=${(e) => setCurrency(e.currentTarget.value.trim().toUpperCase())} /></label>`
       }
       <button type="submit" disabled=${busy}>Run</button>
       <button type="button" class="secondary" onClick=${download} data-testid="report-csv">CSV</button>
