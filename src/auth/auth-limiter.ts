@@ -76,11 +76,6 @@ export class AuthLimiter {
     return address !== undefined && this.#proven.get(proofOf(address, credential)) === true;
   }
 
-  /** Forgets a proof: the credential failed (a revoked token is a guess like any other). */
-  disprove(address: string | undefined, credential: string): void {
-    if (address !== undefined) this.#proven.delete(proofOf(address, credential));
-  }
-
   /** Throws `rate.limited` (with the seconds to wait) when the address is locked out. */
   check(address: string | undefined): void {
     if (this.#o.maxFailures === 0 || address === undefined) return;
@@ -133,18 +128,19 @@ export class AuthLimiter {
   ): Promise<T> {
     // No credential (or an empty header) guesses nothing: 401, never counted.
     if (header === undefined || header.trim() === '') return authenticate();
-    // The token itself, however the header spells `Bearer`: one holder of one token is one proof.
-    const credential = parseBearer(header) ?? header.trim();
+    // The token itself, however the header spells `Bearer`: one holder of one token is one proof,
+    // its key computed once for the look-up and the update that follow.
+    const proof = address === undefined ? undefined : proofOf(address, parseBearer(header) ?? header.trim());
     // Through a lockout only with a credential this address has already authenticated with.
-    if (!this.proven(address, credential)) this.check(address);
+    if (proof === undefined || this.#proven.get(proof) !== true) this.check(address);
     try {
       const result = await authenticate();
-      this.prove(address, credential);
+      if (proof !== undefined) this.#proven.set(proof, true);
       return result;
     } catch (err) {
       if (err instanceof ApiError && err.code === 'auth.unauthorized') {
         this.failed(address);
-        this.disprove(address, credential);
+        if (proof !== undefined) this.#proven.delete(proof);
       }
       throw err;
     }
