@@ -10,9 +10,11 @@ export interface BatchStatementSpec {
   columns: readonly BatchColumnType[];
   /**
    * SQLite: the statement for one row, run once per row with the statement prepared once; `?N`
-   * is the row's Nth value (1-based), so a value can be used twice.
+   * is the row's Nth value (1-based), so a value can be used twice. Null for a statement that
+   * only PostgreSQL runs (one that writes two tables from the rows, where a SQLite caller runs two
+   * statements): a SQLite executor refuses it.
    */
-  sqlite: string;
+  sqlite: string | null;
   /**
    * PostgreSQL: one statement for all the rows, with `{rows}` where the batch is read as a
    * relation (`FROM {rows} AS r (id, hits, at)`); it holds no other placeholder.
@@ -38,7 +40,7 @@ export interface BatchStatementSpec {
  */
 export class BatchStatement {
   readonly columns: readonly BatchColumnType[];
-  readonly sqlite: string;
+  readonly sqlite: string | null;
   readonly postgres: string;
 
   constructor(spec: BatchStatementSpec) {

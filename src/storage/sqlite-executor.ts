@@ -17,6 +17,12 @@ const primaryCode = (err: unknown): number | undefined => {
   return typeof code === 'number' ? code & 0xff : undefined;
 };
 
+/** A batch statement's SQLite text; one written for PostgreSQL alone is a caller's mistake. */
+function sqliteText(stmt: BatchStatement): string {
+  if (stmt.sqlite === null) throw new Error('BatchStatement: this statement has no SQLite form');
+  return stmt.sqlite;
+}
+
 function toParam(v: unknown): SQLInputValue {
   if (v === undefined) return null;
   if (typeof v === 'boolean') return v ? 1 : 0;
@@ -71,7 +77,7 @@ export class SqliteExecutor implements SqlExecutor {
   /** In a transaction of its own, so that a batch is all or nothing as on PostgreSQL. */
   async batch(stmt: BatchStatement, rows: readonly BatchRow[]): Promise<number> {
     if (rows.length === 0) return 0;
-    return this.transaction(() => this.execBatch(stmt.sqlite, rows));
+    return this.transaction(() => this.execBatch(sqliteText(stmt), rows));
   }
 
   async script(sql: string): Promise<void> {
@@ -230,7 +236,7 @@ class SqliteTransaction implements SqlExecutor {
     return this.#outer.exec(sql, params, false) as number;
   }
   async batch(stmt: BatchStatement, rows: readonly BatchRow[]): Promise<number> {
-    return rows.length === 0 ? 0 : this.#outer.execBatch(stmt.sqlite, rows);
+    return rows.length === 0 ? 0 : this.#outer.execBatch(sqliteText(stmt), rows);
   }
   async script(sql: string): Promise<void> {
     this.#outer.execScript(sql);

@@ -21,11 +21,12 @@ const AWKWARD = [
   null,
 ];
 
-const INSERT = new BatchStatement({
+const SPEC = {
   columns: ['integer', 'text', 'bigint', 'boolean', 'timestamptz'],
   sqlite: 'INSERT INTO batch_probe (n, t, b, f, at) VALUES (?1, ?2, ?3, ?4, ?5)',
   postgres: 'INSERT INTO batch_probe (n, t, b, f, at) SELECT * FROM {rows} AS r (n, t, b, f, at)',
-});
+} as const;
+const INSERT = new BatchStatement(SPEC);
 
 for (const backend of BACKENDS) {
   describe(`batch statements on ${backend.name}`, async () => {
@@ -67,6 +68,17 @@ for (const backend of BACKENDS) {
         ]),
         rows,
       );
+    });
+
+    test('a statement written for PostgreSQL alone runs there, and SQLite refuses it writing nothing', {
+      skip: !available && `${backend.name} unavailable`,
+    }, async () => {
+      const pgOnly = new BatchStatement({ ...SPEC, sqlite: null });
+      const rows = [[90, 'pg only', 1, true, null]];
+      if (backend.name === 'postgres') assert.equal(await o.sql().batch(pgOnly, rows), 1);
+      else await assert.rejects(o.sql().batch(pgOnly, rows), /no SQLite form/);
+      const got = await o.sql().all('SELECT n FROM batch_probe WHERE n = 90');
+      assert.equal(got.length, backend.name === 'postgres' ? 1 : 0);
     });
 
     test('a lone surrogate is stored as U+FFFD, and the rest of its batch as sent', {

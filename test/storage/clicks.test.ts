@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
+import { hourRollups } from '../../src/storage/clicks.ts';
 import {
   CLICK_BATCH_MAX_ROWS,
   type ClickFilter,
@@ -12,7 +13,7 @@ import {
   type Storage,
   WRITER_CLICK_BATCH_MAX_ROWS,
 } from '../../src/storage/index.ts';
-import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
+import { type SqlExecutor, toIso, toNum } from '../../src/storage/sql.ts';
 import { flowInput, newClick, streamInput } from '../helpers/records.ts';
 import { BATCH_BACKENDS, type Opened } from './backends.ts';
 
@@ -167,6 +168,52 @@ for (const backend of BATCH_BACKENDS) {
         'Win\ufffd',
         'a buffered click shows as it will be stored',
       );
+    });
+
+    it('the hourly rollups of a varied batch are the sums hourRollups makes, in the same transaction', async () => {
+      // PostgreSQL sums them in SQL, SQLite's writer in JavaScript: both must give hourRollups' rows.
+      const outcomes = ['redirect', 'redirect', 'bot', 'no_match'] as const;
+      const rows = Array.from({ length: 600 }, (_, i) => {
+        const outcome = outcomes[i % 4]!;
+        return newClick({
+          flow_id: `sums${i % 3}`,
+          stream_id: outcome === 'redirect' ? `s${i % 5}` : null,
+          // Two UTC hours, the second's first click at its first millisecond.
+          at: T0 + (i % 7 === 0 ? 3_600_000 : (i * 5_711) % 3_600_000),
+          outcome,
+          country: i % 6 === 0 ? null : ['US', 'DE', 'JP'][i % 3]!,
+          device_type: i % 2 ? 'mobile' : 'desktop',
+          os: i % 9 === 0 ? '' : `OS${i % 2}`,
+          browser: `B${i % 4}`,
+          language: i % 10 === 0 ? null : 'en',
+          is_unique: i % 3 !== 0,
+          is_bot: outcome === 'bot',
+          cost: outcome === 'bot' ? 0 : [0.1, 0.000001, 2.5][i % 3]!,
+        });
+      });
+      await storage.clicks.insertBatch({ id: newBatchId(), server_id: 'n1', rows });
+      const KEY = [
+        'hour',
+        'flow_id',
+        'stream_id',
+        'country',
+        'device_type',
+        'os',
+        'browser',
+        'language',
+        'outcome',
+      ];
+      const stored = await sql.all<Record<string, unknown>>(
+        `SELECT ${KEY.join(', ')}, clicks, uniques, bots, no_match, cost_micros FROM report_hours WHERE flow_id LIKE 'sums%'`,
+      );
+      const asText = (r: readonly unknown[]) =>
+        JSON.stringify(r.map((v, i) => (i === 0 ? toIso(v) : i < KEY.length ? v : toNum(v))));
+      const got = stored
+        .map((r) => asText([...KEY, 'clicks', 'uniques', 'bots', 'no_match', 'cost_micros'].map((k) => r[k])))
+        .sort();
+      const want = hourRollups(rows).map(asText).sort();
+      assert.ok(want.length > 50, `a varied batch (${want.length} rollup rows)`);
+      assert.deepEqual(got, want);
     });
 
     it('the same batch applied twice is written once; a stored click id in another batch is kept, never an error', async () => {
