@@ -1,9 +1,10 @@
 import { isIP } from 'node:net';
-import { parse as parseQuery } from 'node:querystring';
+import { parse as parseQuery, stringify as stringifyQuery } from 'node:querystring';
 import { type Static, Type } from '@sinclair/typebox';
 import type { ClickDescriber, QueryLike } from '../clicks/index.ts';
 import { Text } from '../config/index.ts';
 import { ApiError } from '../errors/index.ts';
+import { normalizeCountry } from '../http/index.ts';
 import type { Clock } from '../time/index.ts';
 import {
   buildTarget,
@@ -20,7 +21,8 @@ import { SLUG_PATTERN } from './validation.ts';
 export const SimulateBody = Type.Object(
   {
     slug: Type.String({ pattern: SLUG_PATTERN }),
-    country: Type.Optional(Type.String({ pattern: '^[A-Za-z]{2}$' })),
+    /** As a proxy's country header carries it: any case, and the "unknown" codes (XX, T1, …) as on /go. */
+    country: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9]{2}$' })),
     user_agent: Type.Optional(Text({ maxLength: 2048 })),
     ip: Type.Optional(Type.String({ minLength: 2, maxLength: 64 })),
     language: Type.Optional(Text({ maxLength: 256 })),
@@ -71,6 +73,8 @@ export interface Simulation {
     at: string;
   };
   trace: TraceStep[];
+  /** Why no stream was looked at (an unknown slug, a paused flow, a blocked bot); null when they were. */
+  reason: string | null;
 }
 
 export interface SimulatorDeps {
@@ -107,7 +111,9 @@ export async function simulate(deps: SimulatorDeps, input: SimulateInput): Promi
   if (input.user_agent !== undefined) headers['user-agent'] = input.user_agent;
   if (input.language !== undefined) headers['accept-language'] = input.language;
   if (input.referrer !== undefined) headers.referer = input.referrer;
-  const country = input.country?.toUpperCase() ?? deps.geo?.lookup(input.ip);
+  // As /go reads a proxy's header: an "unknown" code is no country, and the address decides.
+  const country =
+    (input.country === undefined ? undefined : normalizeCountry(input.country)) ?? deps.geo?.lookup(input.ip);
   const flow = await deps.load(input.slug);
   // A question that names no user agent asks about a person whose browser is not known, not about
   // a request without one (which /go takes for a bot, as it does `"user_agent": ""` here).
@@ -124,35 +130,44 @@ export async function simulate(deps: SimulatorDeps, input: SimulateInput): Promi
     is_unique: facts.is_unique,
     at: new Date(at).toISOString(),
   };
-  const lost = (trace: TraceStep[], bot: boolean, why?: string): Simulation => ({
-    outcome: bot ? 'bot' : 'no_match',
-    stream: null,
-    location: bot || deps.fallbackUrl === undefined ? null : deps.fallbackUrl,
-    status: bot || deps.fallbackUrl === undefined ? 404 : 302,
-    redirect_mode: null,
-    click,
-    trace:
-      why === undefined
-        ? trace
-        : [...trace, { stream_id: '', name: '', type: 'default', result: 'fail', reason: why }],
-  });
+  /**
+   * No stream takes the click: `routing.fallback_url` when /go sends the visitor there (an unknown
+   * slug, a paused flow, no match, a bot on a `route` flow), else the 404 (a bot that `block` or
+   * `stream` leaves without a stream is never sent there, §13).
+   */
+  const lost = (trace: TraceStep[], bot: boolean, fallback: boolean, reason: string | null): Simulation => {
+    const to = fallback ? deps.fallbackUrl : undefined;
+    return {
+      outcome: bot ? 'bot' : 'no_match',
+      stream: null,
+      location: to ?? null,
+      status: to === undefined ? 404 : 302,
+      redirect_mode: null,
+      click,
+      trace,
+      reason,
+    };
+  };
   if (flow === null || flow === undefined || !flow.active)
-    return lost([], false, flow ? 'the flow is paused' : 'no flow with this slug');
+    return lost([], false, true, flow ? 'the flow is paused' : 'no flow with this slug');
   const bot = facts.is_bot;
   if (bot && flow.botAction === 'block')
-    return lost([], true, 'a bot, and the flow blocks bots (bot_action: block)');
+    return lost([], true, false, 'a bot, and the flow blocks bots (bot_action: block)');
   const botsOnly = bot && flow.botAction === 'stream';
   const v: Visitor = { country, facts, client: input.ip, query, at };
   const chosen = decide(flow, v, deps.random ?? Math.random, botsOnly);
   const trace = explain(flow, v, botsOnly, chosen);
-  if (chosen === undefined)
-    return botsOnly ? { ...lost(trace, true), location: null, status: 404 } : lost(trace, bot);
+  if (chosen === undefined) return lost(trace, bot, !botsOnly, null);
   let location =
     chosen.marks.length === 0
       ? chosen.target
       : buildTarget(chosen, { country, flow: flow.slug, request_id: 'simulated', click: facts, query });
-  if (flow.forwardQuery && typeof input.query === 'string')
-    location = withForwardedQuery(location, input.query);
+  // /go appends the query string as received; an object is written as one.
+  if (flow.forwardQuery && input.query !== undefined)
+    location = withForwardedQuery(
+      location,
+      typeof input.query === 'string' ? input.query : stringifyQuery(input.query),
+    );
   return {
     outcome: bot ? 'bot' : 'redirect',
     stream: { id: chosen.id, name: chosen.name, type: chosen.type },
@@ -161,6 +176,7 @@ export async function simulate(deps: SimulatorDeps, input: SimulateInput): Promi
     redirect_mode: chosen.mode,
     click,
     trace,
+    reason: null,
   };
 }
 

@@ -166,7 +166,7 @@ for (const backend of BACKENDS) {
       const none = await sim({ slug: 'no-such-flow' });
       assert.equal(none.outcome, 'no_match');
       assert.equal(none.stream, null);
-      assert.equal(none.trace.at(-1)?.reason, 'no flow with this slug');
+      assert.deepEqual([none.reason, none.trace], ['no flow with this slug', []]);
       const bad = await call<{ error: { code: string } }>(
         viewer,
         '/acp/routing/simulate',

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { Simulation } from '../../src/routing/index.ts';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import type { TestNode } from '../helpers/node.ts';
 import { seeded } from '../helpers/random.ts';
@@ -255,6 +256,55 @@ for (const backend of BACKENDS) {
       await streamOf(none, { type: 'default', target_url: 'https://offer.test/' });
       const lost = await go('tgt-safe-none', { 'user-agent': BOT });
       assert.equal(lost.res.status, 404, 'a bot with no stream for bots: 404, not the fallback');
+    });
+
+    it('the simulator answers as /go does: unknown country codes, a routed bot with no stream, a forwarded query', async () => {
+      // Each case asked of both: where the visitor went (or 404) must be the same.
+      const simulated = async (body: Record<string, unknown>) => {
+        const r = await call<Simulation>('/acp/routing/simulate', body);
+        return [r.status, r.location];
+      };
+      const went = async (path: string, headers: Record<string, string>) => {
+        const { res } = await go(path, headers);
+        return [res.status, res.headers.get('location')];
+      };
+      const geo = await flowWith('tgt-sim-geo');
+      await streamOf(geo, {
+        target_url: 'https://geo.test/?c={country}',
+        filters: { countries_exclude: ['DE'] },
+      });
+      for (const code of ['XX', 'zz', 'T1', 'A1', 'O1']) {
+        assert.deepEqual(
+          await simulated({ slug: 'tgt-sim-geo', country: code, user_agent: CHROME }),
+          await went('tgt-sim-geo', { 'cf-ipcountry': code }),
+          `${code}: no country`,
+        );
+        assert.deepEqual(
+          await simulated({ slug: 'tgt-sim-geo', country: code, ip: '8.8.8.8', user_agent: CHROME }),
+          await went('tgt-sim-geo', { 'cf-ipcountry': code, 'x-forwarded-for': '8.8.8.8' }),
+          `${code}: the address decides`,
+        );
+      }
+      // A bot on a route flow that no stream takes goes where a person would: the fallback.
+      const routed = await flowWith('tgt-sim-route');
+      await streamOf(routed, { target_url: 'https://de.test/', filters: { countries_include: ['DE'] } });
+      const bot = await simulated({ slug: 'tgt-sim-route', user_agent: BOT, country: 'FR' });
+      assert.deepEqual(bot, [302, FALLBACK]);
+      assert.deepEqual(bot, await went('tgt-sim-route', { 'user-agent': BOT, 'cf-ipcountry': 'FR' }));
+      const q = await flowWith('tgt-sim-query', { forward_query: true });
+      await streamOf(q, { type: 'default', target_url: 'https://q.test/p?a=1#f' });
+      const forwarded = await went('tgt-sim-query?k=v%20w&m=1&m=2', {});
+      assert.deepEqual(forwarded, [302, 'https://q.test/p?a=1&k=v%20w&m=1&m=2#f']);
+      assert.deepEqual(
+        await simulated({ slug: 'tgt-sim-query', user_agent: CHROME, query: { k: 'v w', m: ['1', '2'] } }),
+        forwarded,
+      );
+      // Nothing was looked at: the reason says why, and the trace names only streams.
+      const unknown = await call<Simulation>('/acp/routing/simulate', { slug: 'tgt-no-such' });
+      assert.deepEqual(
+        [unknown.reason, unknown.trace, unknown.location],
+        ['no flow with this slug', [], FALLBACK],
+      );
     });
 
     it('meta_refresh and js streams answer a small page that moves on, hides the referrer and is not cached', async () => {

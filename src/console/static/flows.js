@@ -515,6 +515,7 @@ function SimulatePanel({ flow }) {
             <p><strong data-testid="sim-outcome">${result.outcome}</strong>
               ${result.stream ? html` → stream <strong data-testid="sim-stream">${result.stream.name}</strong> (${result.stream.type})` : ' — no stream'}
               ${result.location ? html`<br /><code class="clip" title=${result.location}>${result.status} ${result.location}</code>` : ''}</p>
+            ${result.reason ? html`<p data-testid="sim-reason">${result.reason}</p>` : ''}
             <p class="hint">Seen as: ${[result.click.country ?? 'no country', result.click.device_type, result.click.os, result.click.browser, result.click.language, result.click.is_bot ? 'bot' : 'person', result.click.is_unique ? 'unique' : 'not unique'].filter(Boolean).join(' · ')}</p>
             <${SortTable} label="Decision trace" rowKey=${(s) => s.stream_id + s.reason} rows=${result.trace}
               columns=${[
