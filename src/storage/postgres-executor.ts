@@ -16,6 +16,13 @@ const UNAVAILABLE_CODES = new Set([
   '57P02', // crash_shutdown
   '57P03', // cannot_connect_now
   '53300', // too_many_connections
+  '57P04', // database_dropped
+  '3D000', // invalid_catalog_name: the database is gone (or not yet created)
+  '28000', // invalid_authorization_specification: the role may no longer connect (pg_hba)
+  '28P01', // invalid_password: credentials rotated under the node
+  // object_not_in_prerequisite_state: as a connection's error, "database … is not currently
+  // accepting connections" (ALLOW_CONNECTIONS false); no statement Sluice sends raises it otherwise.
+  '55000',
 ]);
 
 export function isUnavailable(err: unknown): boolean {

@@ -106,3 +106,50 @@ describe('PostgreSQL behind a partition (no reset ever arrives)', { skip }, () =
     }
   });
 });
+
+describe('PostgreSQL executor when the database refuses connections', { skip }, () => {
+  // A database that cannot be connected to is db.unavailable (503), whatever the reason the server
+  // gives: not accepting connections, gone, or the credentials no longer good. They were 500s.
+  const admin = new pg.Pool({ connectionString: PG_URL, max: 1 });
+  const name = `sluice_refusing_${process.pid}`;
+  before(async () => {
+    await admin.query(`DROP DATABASE IF EXISTS ${name}`);
+    await admin.query(`CREATE DATABASE ${name}`);
+  });
+  after(async () => {
+    await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);
+    await admin.query(`DROP DATABASE IF EXISTS ${name}`);
+    await admin.end();
+  });
+
+  const failureOf = async (url: URL) => {
+    const pool = new pg.Pool({ connectionString: url.toString(), max: 1, connectionTimeoutMillis: 2000 });
+    pool.on('error', () => {});
+    const exec = new PostgresExecutor(pool, new QueryStats(systemClock));
+    try {
+      for (const call of [() => exec.all('SELECT 1'), () => exec.transaction((tx) => tx.all('SELECT 1'))]) {
+        const err = await call().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        assert.ok(err instanceof ApiError, String(err));
+        assert.equal(err.code, 'db.unavailable', String(err.cause));
+      }
+    } finally {
+      await pool.end();
+    }
+  };
+
+  test('not accepting connections (55000), no such database (3D000), an unknown role (28000)', async () => {
+    await admin.query(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
+    const refusing = new URL(PG_URL);
+    refusing.pathname = `/${name}`;
+    await failureOf(refusing);
+    const missing = new URL(PG_URL);
+    missing.pathname = `/${name}_missing`;
+    await failureOf(missing);
+    const stranger = new URL(PG_URL);
+    stranger.username = `${name}_nobody`;
+    await failureOf(stranger);
+  });
+});
