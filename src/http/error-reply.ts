@@ -128,7 +128,7 @@ export function describeApiError(
 export function setTracingHeaders(request: FastifyRequest, reply: FastifyReply, serverId: string): void {
   reply.header('x-request-id', request.id);
   reply.header('x-server-id', serverId);
-  if (request.country !== undefined) reply.header('x-client-country-code', request.country);
+  if (request.headerCountry !== undefined) reply.header('x-client-country-code', request.headerCountry);
 }
 
 /**

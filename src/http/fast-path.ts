@@ -150,10 +150,13 @@ export class FrontDoor {
         return false;
       const q = url.indexOf('?', route.prefix.length);
       const param = url.slice(route.prefix.length, q === -1 ? url.length : q);
+      // The header reports what a trusted proxy said (§3); the click goes by that, else by address.
+      const said = this.#country.fromHeader(req);
+      const client = this.#country.clientAddress(req);
       const trace: RequestTrace = {
         id: requestIdFrom(req),
-        country: this.#country.resolve(req),
-        client: this.#country.clientAddress(req),
+        country: said ?? this.#country.byAddress(client),
+        client,
       };
       let answer: FastAnswer | undefined;
       try {
@@ -168,7 +171,7 @@ export class FrontDoor {
       }
       // The headers in the order fastify's reply writes them: onRequest's, the route's, then its own.
       const headers: Record<string, string> = { 'x-request-id': trace.id, 'x-server-id': this.#serverId };
-      if (trace.country !== undefined) headers['x-client-country-code'] = trace.country;
+      if (said !== undefined) headers['x-client-country-code'] = said;
       const extra = answer.headers;
       for (const name in extra) headers[name] = extra[name]!;
       const body = answer.body;

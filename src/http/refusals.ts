@@ -72,7 +72,7 @@ export class Refusals {
           cause: 'a CONNECT request',
         }),
         requestIdFrom(req),
-        this.#country.resolve(req),
+        this.#country.fromHeader(req),
       );
     });
   }
@@ -144,7 +144,7 @@ export class Refusals {
     const { body, record } = describeApiError(refused, id);
     const json = JSON.stringify(body);
     const headers: OutgoingHttpHeaders = { 'x-request-id': id, 'x-server-id': this.#serverId };
-    const country = this.#country.resolve(req);
+    const country = this.#country.fromHeader(req);
     if (country !== undefined) headers['x-client-country-code'] = country;
     headers['content-type'] = 'application/json; charset=utf-8';
     headers['content-length'] = Buffer.byteLength(json);

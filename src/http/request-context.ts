@@ -25,13 +25,28 @@ export function newRequestId(): string {
   return randomUUID();
 }
 
-/** Country codes that mean "unknown" in GeoIP and CDN headers (Cloudflare's XX/T1, MaxMind's A1/A2/O1, ZZ). */
-const UNKNOWN_COUNTRIES = new Set(['XX', 'T1', 'ZZ', 'A1', 'A2', 'O1']);
+const regionNames = new Intl.DisplayNames(['en'], { type: 'region', fallback: 'none' });
+/**
+ * Codes ICU names that are not ISO 3166-1 countries (UK, EU, UN, the pseudo-regions XA/XB), and those that
+ * mean "unknown" in GeoIP and CDN headers (Cloudflare's XX/T1, MaxMind's A1/A2/O1, ZZ).
+ */
+const NOT_COUNTRIES = new Set(['ZZ', 'UK', 'EU', 'EZ', 'UN', 'QO', 'XA', 'XB', 'XX', 'T1', 'A1', 'A2', 'O1']);
+
+/** True for an assigned ISO 3166-1 alpha-2 code, upper case. */
+export function isCountryCode(code: string): boolean {
+  if (!/^[A-Z]{2}$/.test(code) || NOT_COUNTRIES.has(code)) return false;
+  try {
+    return regionNames.of(code) !== undefined;
+  } catch {
+    return false;
+  }
+}
 const kTrusted = Symbol('sluice.trustedPeer');
 
 /**
- * Decides the client's country: only from the configured header, only when the direct peer is a
- * trusted proxy (decided once per connection), only a well-formed ISO 3166-1 alpha-2 code.
+ * The client's country: what the configured header says, only when the direct peer is a trusted
+ * proxy (decided once per connection), only an assigned ISO 3166-1 alpha-2 code (§3); and, for a
+ * click without one, the country database by the client's address (§13).
  */
 export class CountryResolver {
   readonly #header: string;
@@ -89,35 +104,41 @@ export class CountryResolver {
   }
 
   /**
-   * Upper-case country code, or undefined when unknown or not to be believed: the trusted proxy's
-   * header first (§3); without one (or with an "unknown" code), the country database by the
-   * client's address when `routing.geoip` is on (§13).
+   * What a trusted proxy's header says (§3): an assigned upper-case code, or undefined when there is
+   * no header, the peer is not a trusted proxy, or the value is malformed or means "unknown". This
+   * alone is `X-Client-Country-Code`.
    */
-  resolve(req: IncomingMessage): string | undefined {
+  fromHeader(req: IncomingMessage): string | undefined {
     const raw = req.headers[this.#header];
-    if (typeof raw === 'string' && raw.length >= 2 && raw.length <= 8 && this.isTrustedPeer(req.socket)) {
-      const code = normalizeCountry(raw);
-      if (code !== undefined) return code;
-    }
-    return this.#geo?.lookup(this.clientAddress(req));
+    return typeof raw === 'string' && raw.length >= 2 && raw.length <= 8 && this.isTrustedPeer(req.socket)
+      ? normalizeCountry(raw)
+      : undefined;
+  }
+
+  /** The client's country by its address, from the country database (`routing.geoip`, §13). */
+  byAddress(client: string | undefined): string | undefined {
+    return this.#geo?.lookup(client);
   }
 }
 
 /**
- * Every two-letter code once, so a buffered click holds a shared code rather than a string of its
- * own per request ("AA" at 0, "AB" at 1, …).
+ * Every assigned two-letter code once, so a buffered click holds a shared code rather than a string
+ * of its own per request ("AA" at 0, "AB" at 1, …); undefined where a pair is not a country.
  */
-const CODES: readonly string[] = Array.from({ length: 26 * 26 }, (_, i) =>
-  String.fromCharCode(65 + Math.floor(i / 26), 65 + (i % 26)),
-);
+const CODES: readonly (string | undefined)[] = Array.from({ length: 26 * 26 }, (_, i) => {
+  const code = String.fromCharCode(65 + Math.floor(i / 26), 65 + (i % 26));
+  return isCountryCode(code) ? code : undefined;
+});
 
-/** A two-letter country code in either case as the shared upper-case code; undefined when not one or an "unknown" code. */
+/**
+ * A two-letter country code in either case as the shared upper-case code; undefined when not one,
+ * not assigned (UK, EU, QM) or an "unknown" code.
+ */
 export function normalizeCountry(raw: string): string | undefined {
   const code = raw.length === 2 ? raw : raw.trim();
   if (code.length !== 2) return undefined;
   const a = code.charCodeAt(0) & ~0x20; // ASCII letters to upper case; anything else stays out of range
   const b = code.charCodeAt(1) & ~0x20;
   if (a < 65 || a > 90 || b < 65 || b > 90) return undefined;
-  const shared = CODES[(a - 65) * 26 + (b - 65)]!;
-  return UNKNOWN_COUNTRIES.has(shared) ? undefined : shared;
+  return CODES[(a - 65) * 26 + (b - 65)];
 }

@@ -26,8 +26,13 @@ import { CountryResolver } from './request-context.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Upper-case ISO country of the client, when a trusted proxy told us (§3). */
-    country: string | undefined;
+    /** Upper-case ISO country of the client as a trusted proxy's header says it (§3): `X-Client-Country-Code`. */
+    headerCountry: string | undefined;
+    /**
+     * The country a click is routed and logged by (§13): the header's, else the country database's
+     * by the client's address; worked out when asked (by /go only).
+     */
+    readonly country: string | undefined;
     /** The client's address after trusted proxies (CountryResolver.clientAddress); undefined when unknown. */
     readonly clientAddress: string | undefined;
   }
@@ -143,7 +148,12 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   refusals.attach(app.server);
 
   trackConnections(app.server);
-  app.decorateRequest('country', undefined);
+  app.decorateRequest('headerCountry', undefined);
+  app.decorateRequest('country', {
+    getter(this: FastifyRequest) {
+      return this.headerCountry ?? country.byAddress(country.clientAddress(this.raw));
+    },
+  });
   // Read by /go only: worked out when asked, by the same rule as the fast path's.
   app.decorateRequest('clientAddress', {
     getter(this: FastifyRequest) {
@@ -151,7 +161,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     },
   });
   app.addHook('onRequest', (request, reply, done) => {
-    request.country = country.resolve(request.raw);
+    request.headerCountry = country.fromHeader(request.raw);
     setTracingHeaders(request, reply, serverId);
     // RFC 9112 §3.2: an HTTP/1.1 request without Host is answered 400.
     if (request.raw.headers.host === undefined && request.raw.httpVersion === '1.1') {

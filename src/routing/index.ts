@@ -34,7 +34,6 @@ export {
   simulate,
 } from './simulate.ts';
 export {
-  isCountryCode,
   MACROS,
   normaliseTargetUrl,
   PARAM_MACRO,

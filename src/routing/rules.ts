@@ -1,6 +1,6 @@
 import { BlockList, isIP } from 'node:net';
 import type { ClickFacts, QueryLike } from '../clicks/index.ts';
-import { isCountryCode } from './validation.ts';
+import { isCountryCode } from '../http/index.ts';
 
 /**
  * Stream targeting rules (§13): `filters.rules` of `{field, op: is|is_not, values}` joined by

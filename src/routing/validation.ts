@@ -1,4 +1,5 @@
 import { ApiError } from '../errors/index.ts';
+import { isCountryCode } from '../http/index.ts';
 
 /** Macros a stream's target_url may hold (§8, §14), besides `{param:NAME}` ({@link PARAM_MACRO}). */
 export const MACROS = [
@@ -34,20 +35,6 @@ const isMacro = (name: string) => (MACROS as readonly string[]).includes(name) |
 export const SLUG_PATTERN = '^[a-z0-9][a-z0-9-]{0,63}$';
 export const SLUG = new RegExp(SLUG_PATTERN);
 const MAX_URL = 2048;
-
-const regionNames = new Intl.DisplayNames(['en'], { type: 'region', fallback: 'none' });
-/** Codes ICU names that are not assigned ISO 3166-1 countries, plus the "unknown" markers. */
-const NOT_COUNTRIES = new Set(['ZZ', 'UK', 'EU', 'EZ', 'UN', 'QO', 'XX', 'T1', 'A1', 'A2', 'O1']);
-
-/** True for an assigned ISO 3166-1 alpha-2 code, upper case. */
-export function isCountryCode(code: string): boolean {
-  if (!/^[A-Z]{2}$/.test(code) || NOT_COUNTRIES.has(code)) return false;
-  try {
-    return regionNames.of(code) !== undefined;
-  } catch {
-    return false;
-  }
-}
 
 interface FieldProblem {
   path: string;

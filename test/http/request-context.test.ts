@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { describe, test } from 'node:test';
-import { GeoCountry, newRequestId, normalizeCountry, requestIdFrom } from '../../src/http/index.ts';
+import {
+  GeoCountry,
+  isCountryCode,
+  newRequestId,
+  normalizeCountry,
+  requestIdFrom,
+} from '../../src/http/index.ts';
 
 /** RFC 9562: 8-4-4-4-12 lower-case hex, version nibble 4 (random), variant bits 10. */
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -42,20 +48,33 @@ describe('country codes (§3, §13)', () => {
     ['XX', undefined], // Cloudflare's "unknown"
     ['t1', undefined], // Tor, lower case
     ['zz', undefined],
+    ['UK', undefined], // not assigned: GB is
+    ['eu', undefined],
+    ['QM', undefined], // user-assigned
+    ['XA', undefined], // ICU's pseudo-region
   ];
   for (const [raw, expected] of cases) {
     test(`${JSON.stringify(raw)} → ${expected}`, () => assert.equal(normalizeCountry(raw), expected));
   }
 
-  test('every pair of ASCII characters: a code exactly when both are letters', () => {
+  test('assigned ISO 3166-1 alpha-2 codes only, upper case', () => {
+    for (const c of ['DE', 'US', 'GB', 'JP', 'BR', 'XK']) assert.equal(isCountryCode(c), true, c);
+    for (const c of ['de', 'XX', 'ZZ', 'T1', 'A1', 'O1', 'UK', 'EU', 'QQ', 'DEU', 'D', ''])
+      assert.equal(isCountryCode(c), false, c);
+  });
+
+  test('every pair of ASCII characters: a code exactly when both are letters and they name a country', () => {
+    let countries = 0;
     for (let a = 32; a < 127; a++) {
       for (let b = 32; b < 127; b++) {
         const raw = String.fromCharCode(a, b);
-        const letters = /^[A-Za-z]{2}$/.test(raw);
-        const expected = letters && !['XX', 'T1', 'ZZ', 'A1', 'A2', 'O1'].includes(raw.toUpperCase());
+        const expected = /^[A-Za-z]{2}$/.test(raw) && isCountryCode(raw.toUpperCase());
+        if (expected && raw === raw.toUpperCase()) countries++;
         assert.equal(normalizeCountry(raw), expected ? raw.toUpperCase() : undefined, raw);
       }
     }
+    // ISO 3166-1 assigns 249 codes; ICU also names reserved and former ones (XK, AC, IC, …).
+    assert.ok(countries >= 249 && countries <= 272, `${countries} codes`);
   });
 
   test('the built-in database: public addresses have a code, private and malformed ones none', () => {

@@ -331,15 +331,36 @@ for (const backend of BACKENDS) {
       }
     });
 
-    it('the country comes from the built-in database when no trusted header says it', async () => {
+    it('the click’s country comes from the built-in database when no trusted header says it; the response header only from the header', async () => {
       const flow = await flowWith('tgt-geo');
       await streamOf(flow, { type: 'default', target_url: 'https://geo.test/{country}' });
       // 127.0.0.1 is a trusted proxy by default: the client is the X-Forwarded-For address.
       const geo = await go('tgt-geo', { 'x-forwarded-for': '8.8.8.8' });
       assert.equal(geo.res.headers.get('location'), 'https://geo.test/US');
-      assert.equal(geo.res.headers.get('x-client-country-code'), 'US');
+      // X-Client-Country-Code is what the trusted proxy said (§3): none here.
+      assert.equal(geo.res.headers.get('x-client-country-code'), null);
+      const clickId = geo.res.headers.get('x-click-id')!;
+      await t.node.clickLog.persist();
+      assert.equal((await t.node.storage.clicks.get(clickId))?.country, 'US', 'the click has its country');
       const header = await go('tgt-geo', { 'x-forwarded-for': '8.8.8.8', 'cf-ipcountry': 'DE' });
       assert.equal(header.res.headers.get('location'), 'https://geo.test/DE', 'the trusted header wins');
+      assert.equal(header.res.headers.get('x-client-country-code'), 'DE');
+      // The same on fastify's path (a HEAD is not the front door's).
+      const head = await fetch(`${t.url}/go/tgt-geo`, {
+        method: 'HEAD',
+        redirect: 'manual',
+        headers: { 'user-agent': CHROME, 'x-forwarded-for': '8.8.8.8' },
+      });
+      assert.deepEqual(
+        [head.headers.get('location'), head.headers.get('x-client-country-code')],
+        ['https://geo.test/US', null],
+      );
+      const unassigned = await go('tgt-geo', { 'x-forwarded-for': '8.8.8.8', 'cf-ipcountry': 'UK' });
+      assert.deepEqual(
+        [unassigned.res.headers.get('location'), unassigned.res.headers.get('x-client-country-code')],
+        ['https://geo.test/US', null],
+        'UK is not an ISO 3166-1 code: unknown, and the address decides',
+      );
       const local = await go('tgt-geo');
       assert.equal(local.res.headers.get('x-client-country-code'), null, 'loopback has no country');
     });

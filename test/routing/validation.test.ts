@@ -1,21 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import {
-  isCountryCode,
-  normaliseTargetUrl,
-  targetUrlField,
-  targetWithoutClick,
-} from '../../src/routing/index.ts';
+import { normaliseTargetUrl, targetUrlField, targetWithoutClick } from '../../src/routing/index.ts';
 
 const targetUrlProblems = (url: string) => targetUrlField(url).problems;
 
 describe('validation of routing input', () => {
-  test('country codes: assigned ISO 3166-1 alpha-2 only', () => {
-    for (const c of ['DE', 'US', 'GB', 'JP', 'BR', 'XK']) assert.equal(isCountryCode(c), true, c);
-    for (const c of ['de', 'XX', 'ZZ', 'T1', 'A1', 'O1', 'UK', 'EU', 'QQ', 'DEU', 'D', ''])
-      assert.equal(isCountryCode(c), false, c);
-  });
-
   test('target URLs: absolute http(s), documented macros only', () => {
     for (const ok of [
       'https://example.com/',
