@@ -50,6 +50,24 @@ export interface FactoryOptions {
   maxRequestsPerSocket?: number;
 }
 
+/**
+ * A request pipelined behind one whose answer is not yet sent (Node queues its response without a
+ * socket) is taken up when that answer has gone, as nginx reads the next request only after it
+ * answered the one before. An answer that closes the connection (a body that could not be read,
+ * a refused head) then leaves the requests behind it undone: Node would have run them, written
+ * what they changed and logged their errors, and thrown their answers away with the connection.
+ * Such a response never gets its socket, and the waiting request goes with it (nothing else holds
+ * it); one parsed after that answer went finds the connection's writing side ended, and is dropped.
+ * Two property reads per request on the hot path; a client that does not pipeline never waits.
+ */
+function waitForTurn(
+  req: IncomingMessage,
+  res: ServerResponse,
+  handle: (req: IncomingMessage, res: ServerResponse) => void,
+): void {
+  res.once('socket', () => handle(req, res));
+}
+
 const kTrace = Symbol('sluice.trace');
 type Traced = IncomingMessage & { [kTrace]?: RequestTrace };
 
@@ -107,6 +125,12 @@ export class FrontDoor {
   /** fastify's `serverFactory`: the server fastify would have made, with the front door in it. */
   server(fastify: (req: IncomingMessage, res: ServerResponse) => void, opts: FactoryOptions): Server {
     const handle = (req: IncomingMessage, res: ServerResponse) => {
+      if (res.socket === null) {
+        waitForTurn(req, res, handle);
+        return;
+      }
+      // Parsed after an answer that ended the connection: nothing can answer it, so nothing runs.
+      if (res.socket.writableEnded) return;
       if (req.method !== 'GET' || this.#closing || !this.#answer(req, res)) fastify(req, res);
     };
     // `opts.http` carries Node's `optimizeEmptyRequests` (see createServer and its preParsing hook).

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import Fastify, {
@@ -36,6 +37,32 @@ declare module 'fastify' {
     /** The client's address after trusted proxies (CountryResolver.clientAddress); undefined when unknown. */
     readonly clientAddress: string | undefined;
   }
+}
+
+/**
+ * What a request's head says that Sluice does not serve, before any route: an HTTP/1.1 request
+ * without `Host` (RFC 9112 §3.2), a body in a transfer coding other than plain `chunked` (Node's
+ * parser takes `gzip, chunked` as chunked and would hand over the gzip bytes as the body) or in a
+ * content coding (`Content-Encoding: gzip`: nothing here decodes one, RFC 9110 §8.4.1 answers 415).
+ */
+function framingProblem(req: IncomingMessage): ApiError | undefined {
+  const h = req.headers;
+  if (h.host === undefined && req.httpVersion === '1.1')
+    return new ApiError('validation.invalid_input', 'An HTTP/1.1 request needs a Host header.');
+  const te = h['transfer-encoding'];
+  if (te !== undefined && te.trim().toLowerCase() !== 'chunked')
+    return new ApiError('validation.invalid_input', 'A request body may only be sent plain or chunked.');
+  const ce = h['content-encoding'];
+  if (
+    ce !== undefined &&
+    ce.trim().toLowerCase() !== 'identity' &&
+    (te !== undefined || h['content-length'] !== undefined)
+  )
+    return new ApiError(
+      'request.unsupported_media_type',
+      'A request body must not be compressed (Content-Encoding).',
+    );
+  return undefined;
 }
 
 export interface ServerDeps {
@@ -149,12 +176,12 @@ export function createServer(deps: ServerDeps): FastifyInstance {
 
   trackConnections(app.server);
   app.decorateRequest('headerCountry', undefined);
+  // Read by /go only: worked out when asked, by the same rules as the fast path's.
   app.decorateRequest('country', {
     getter(this: FastifyRequest) {
       return this.headerCountry ?? country.byAddress(country.clientAddress(this.raw));
     },
   });
-  // Read by /go only: worked out when asked, by the same rule as the fast path's.
   app.decorateRequest('clientAddress', {
     getter(this: FastifyRequest) {
       return country.clientAddress(this.raw);
@@ -163,9 +190,12 @@ export function createServer(deps: ServerDeps): FastifyInstance {
   app.addHook('onRequest', (request, reply, done) => {
     request.headerCountry = country.fromHeader(request.raw);
     setTracingHeaders(request, reply, serverId);
-    // RFC 9112 §3.2: an HTTP/1.1 request without Host is answered 400.
-    if (request.raw.headers.host === undefined && request.raw.httpVersion === '1.1') {
-      done(new ApiError('validation.invalid_input', 'An HTTP/1.1 request needs a Host header.'));
+    const refused = framingProblem(request.raw);
+    if (refused !== undefined) {
+      // Its body, if any, is not read: what follows on the connection cannot be trusted to start a
+      // request, so the connection ends with this answer (as for the parser's own refusals).
+      reply.header('connection', 'close');
+      done(refused);
       return;
     }
     done();
