@@ -69,7 +69,7 @@ export interface SluiceNode {
   clickDescriber: ClickDescriber;
   clickLog: ClickLog;
   /** Uniqueness shared through PostgreSQL; undefined on SQLite (a single node has no one to tell). */
-  uniquenessExchange: UniquenessExchange | undefined;
+  uniquenessExchange: UniquenessExchange;
   httpClient: HttpClient;
   scheduler: Scheduler;
   logger: Logger;
@@ -266,32 +266,28 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       await clickLog.stop(Math.min(CLICK_LOG_STOP_MS, config.app.server.shutdown_timeout_ms));
     });
 
-    // Nodes that share PostgreSQL share first sightings, so they agree on uniques (§11).
-    const sharedStorage = config.storage.driver === 'postgres';
+    // First sightings are written to the database: nodes that share PostgreSQL agree on uniques
+    // through them, and a node (SQLite's single one too) that restarts still knows who clicked (§11).
     const clickDescriber = new ClickDescriber({
       clock,
       userAgentCacheMax: config.routing.user_agent_cache_max,
       uniquenessTtlHours: config.routing.uniqueness_ttl_hours,
       uniquenessMaxEntries: config.routing.uniqueness_max_entries,
-      shareUniqueness: sharedStorage,
+      shareUniqueness: true,
     });
-    const uniquenessExchange = sharedStorage
-      ? new UniquenessExchange({
-          window: clickDescriber.uniqueness,
-          store: storage.sightings,
-          serverId,
-          clock,
-          logger,
-          flushIntervalMs: config.clicks.flush_interval_ms,
-          ttlHours: config.routing.uniqueness_ttl_hours,
-          maxEntries: config.routing.uniqueness_max_entries,
-        })
-      : undefined;
-    if (uniquenessExchange !== undefined) {
-      // Before the first click: the windows other nodes (or this node's last run) opened are loaded.
-      await uniquenessExchange.start();
-      lifecycle.defer(() => uniquenessExchange.stop());
-    }
+    const uniquenessExchange = new UniquenessExchange({
+      window: clickDescriber.uniqueness,
+      store: storage.sightings,
+      serverId,
+      clock,
+      logger,
+      flushIntervalMs: config.clicks.flush_interval_ms,
+      ttlHours: config.routing.uniqueness_ttl_hours,
+      maxEntries: config.routing.uniqueness_max_entries,
+    });
+    // Before the first click: the windows other nodes (or this node's last run) opened are loaded.
+    await uniquenessExchange.start();
+    lifecycle.defer(() => uniquenessExchange.stop());
 
     const geo = loadGeoCountry(config.routing);
     const app = createServer({ config, logger, telemetry, serverId, geo });

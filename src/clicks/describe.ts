@@ -59,7 +59,7 @@ export interface ClickDescriberOptions {
   uniquenessTtlHours: number;
   /** `routing.uniqueness_max_entries`. */
   uniquenessMaxEntries: number;
-  /** Nodes share storage: keep first sightings for {@link UniquenessWindow.takeNew}. */
+  /** Keep first sightings for {@link UniquenessWindow.takeNew}: a node writes them to its database. */
   shareUniqueness: boolean;
 }
 

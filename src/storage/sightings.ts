@@ -53,15 +53,29 @@ function parseCursor(cursor: string): number {
 
 const present = (r: Row) => r.flow_id !== null && r.flow_id !== undefined;
 
-/** The first sightings nodes share (migration 10); see {@link SightingStore}. */
+/** Where a SQLite node writes sightings instead of its own connection: its writer thread. */
+export interface SightingWriter {
+  addSightings(serverId: string, rows: readonly Sighting[]): Promise<number>;
+  run(sql: string, params: readonly unknown[]): Promise<number>;
+}
+
+/**
+ * The first sightings nodes share (migration 10), and a single node keeps for its next start; see
+ * {@link SightingStore}. On a SQLite node, inserts and pruning go to the writer thread when there
+ * is one (`writer`), as the click log's do: the event loop never holds a write transaction.
+ */
 export class SqlSightings implements SightingStore {
   readonly #x: SqlExecutor;
+  readonly #writer: SightingWriter | undefined;
 
-  constructor(x: SqlExecutor) {
+  constructor(x: SqlExecutor, writer?: SightingWriter) {
     this.#x = x;
+    this.#writer = writer;
   }
 
   add(serverId: string, rows: readonly Sighting[]): Promise<number> {
+    if (rows.length === 0) return Promise.resolve(0);
+    if (this.#writer !== undefined) return this.#writer.addSightings(serverId, rows);
     const values = rows.map((s) => [
       storableText(s.flow_id),
       s.visitor_key,
@@ -98,7 +112,7 @@ export class SqlSightings implements SightingStore {
 
   async prune(before: number, opts: ChunkedDelete = {}): Promise<number> {
     return deleteInChunks(
-      this.#x,
+      this.#writer ?? this.#x,
       `DELETE FROM click_sightings WHERE seq IN
          (SELECT seq FROM click_sightings WHERE first_seen_at < ? ORDER BY first_seen_at LIMIT ?)`,
       [new Date(before).toISOString()],

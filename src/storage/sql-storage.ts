@@ -77,7 +77,7 @@ export class SqlStorage implements Storage {
     this.conversions = new SqlConversions(backend.exec, clock, backend.reader);
     this.reports = new SqlReports(backend.exec, backend.reader, backend.writer);
     this.audit = new SqlAudit(backend.exec, clock);
-    this.sightings = new SqlSightings(backend.exec);
+    this.sightings = new SqlSightings(backend.exec, backend.writer);
   }
 
   async migrate(): Promise<void> {

@@ -1,7 +1,8 @@
 /**
  * The worker side of {@link SqliteWriter}: a second read-write connection to the node's SQLite file
- * that applies click and counter batches with the same code the node's own connection would use
- * (`SqlClicks.insertBatch`, `addCounters`, each under its batch guard) and runs single statements
+ * that applies click and counter batches and visitors' first sightings with the same code the node's
+ * own connection would use (`SqlClicks.insertBatch`, `addCounters`, each under its batch guard;
+ * `SqlSightings.add`) and runs single statements
  * (retention's chunks). Large arrays arrive in parts before the message that applies them (see
  * `sqlite-writer.ts`); answers are `{id, result}` or `{id, error}`.
  */
@@ -13,6 +14,7 @@ import { BatchGuard } from './batch-guard.ts';
 import { SqlClicks } from './clicks.ts';
 import { addCounters } from './counters.ts';
 import type { QueryTimer } from './query-stats.ts';
+import { SqlSightings } from './sightings.ts';
 import { SqliteExecutor } from './sqlite-executor.ts';
 import { checkpointEvery } from './sqlite-wal-checkpoint.ts';
 import type { WriterAnswer, WriterFailure, WriterMessage } from './sqlite-writer.ts';
@@ -49,6 +51,7 @@ const untimed: QueryTimer = { clock, ok: () => {}, failed: () => {} };
 const exec = new SqliteExecutor(db, untimed);
 const guard = new BatchGuard(exec, clock);
 const clicks = new SqlClicks(exec, guard);
+const sightings = new SqlSightings(exec);
 
 /** Arrays sent ahead of the message that applies them, by message id and field. */
 const parts = new Map<number, Map<string, unknown[]>>();
@@ -66,6 +69,10 @@ async function apply(m: Extract<WriterMessage, { now: number }>): Promise<unknow
   now = m.now;
   if (m.op === 'clicks') return clicks.insertBatch(withParts<ClickBatch>(m.id, m.batch));
   if (m.op === 'counters') return addCounters(guard, withParts<CounterBatch>(m.id, m.batch));
+  if (m.op === 'sightings') {
+    const { server_id, rows } = withParts(m.id, m.batch);
+    return sightings.add(server_id, rows);
+  }
   return exec.run(m.sql, m.params);
 }
 

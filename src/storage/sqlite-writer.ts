@@ -5,7 +5,7 @@ import type { ClickWriter } from './clicks.ts';
 import type { QueryStats } from './query-stats.ts';
 import { type CheckpointStats, CheckpointTally } from './sqlite-checkpointer.ts';
 import type { CheckpointReport } from './sqlite-wal-checkpoint.ts';
-import type { BatchResult, ClickBatch, CounterBatch } from './types.ts';
+import type { BatchResult, ClickBatch, CounterBatch, Sighting } from './types.ts';
 
 /**
  * Items a message carries. Posting copies (structured clone) on the sending thread: 10,000 clicks
@@ -28,6 +28,7 @@ export type WriterMessage =
   | { id: number; op: 'drop' }
   | { id: number; op: 'clicks'; now: number; batch: ClickBatch }
   | { id: number; op: 'counters'; now: number; batch: CounterBatch }
+  | { id: number; op: 'sightings'; now: number; batch: { server_id: string; rows: Sighting[] } }
   | { id: number; op: 'run'; now: number; sql: string; params: unknown[] };
 
 /** A failure as it crosses threads: the error's own message and code, and its first cause's. */
@@ -121,6 +122,13 @@ export class SqliteWriter implements ClickWriter {
       'flows',
       'days',
     ]) as Promise<boolean>;
+  }
+
+  /** First sightings of visitors (`SqlSightings.add` on the thread); how many were added. */
+  addSightings(serverId: string, rows: readonly Sighting[]): Promise<number> {
+    return this.#send({ op: 'sightings', now: this.#now(), batch: { server_id: serverId, rows } }, [
+      'rows',
+    ]) as Promise<number>;
   }
 
   /** One statement on the writer's connection (a retention chunk); the rows it changed. */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Sighting, Storage } from '../../src/storage/index.ts';
-import { BACKENDS, type Opened } from './backends.ts';
+import { BATCH_BACKENDS, type Opened } from './backends.ts';
 
 const T0 = Date.parse('2026-03-01T00:00:00Z');
 /** Visitor keys use 52 bits: the largest must survive both backends. */
@@ -14,8 +14,8 @@ const seen = (flow: string, key: number, at = T0): Sighting => ({
 });
 const keys = (rows: readonly Sighting[]) => rows.map((r) => `${r.flow_id}/${r.visitor_key}`);
 
-for (const backend of BACKENDS) {
-  describe(`uniqueness sightings on ${backend.name}`, async () => {
+for (const backend of BATCH_BACKENDS) {
+  describe(`uniqueness sightings on ${backend.label}`, async () => {
     const available = await backend.available();
     let opened: Opened;
     let storage: Storage;
