@@ -66,8 +66,18 @@ export class OperatorDirectory {
         `operator name ${name} is configured`,
       );
     }
-    const { operator, token } = await createOperator(this.#store, name, role);
-    return { name: operator.name, role: operator.role, token };
+    try {
+      const { operator, token } = await createOperator(this.#store, name, role);
+      return { name: operator.name, role: operator.role, token };
+    } catch (err) {
+      // The one unique key a new operator can meet (a fresh token's hash never repeats).
+      if (err instanceof ApiError && err.code === 'resource.conflict')
+        throw conflict(
+          `An active operator named "${name}" already exists; choose another name, or revoke it first.`,
+          `operator name ${name} is taken`,
+        );
+      throw err;
+    }
   }
 
   async revoke(name: string, by: Principal): Promise<OperatorItem> {

@@ -91,6 +91,8 @@ for (const backend of BACKENDS) {
       const root = await call('/acp/operators/create', admin, { name: 'root', role: 'viewer' });
       assert.equal(root.body.error.code, 'resource.conflict');
       assert.match(root.body.error.message, /configured in acp\.operators/);
+      const olga = await call('/acp/operators/create', admin, { name: 'olga', role: 'viewer' });
+      assert.match(olga.body.error.message, /An active operator named "olga" already exists/);
     });
 
     test('revoke: a stored operator loses access at once and is listed as revoked on request', {

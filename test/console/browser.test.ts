@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { type FlowRecord, type NewClick, newBatchId } from '../../src/storage/index.ts';
-import { browserMissing, launchBrowser, screenshot, watchConsole } from '../helpers/browser.ts';
+import { browserMissing, launchBrowser, overflowOf, screenshot, watchConsole } from '../helpers/browser.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { newClick } from '../helpers/records.ts';
 
@@ -30,7 +30,8 @@ describe('web console in a browser', { skip }, () => {
       yaml: `cron:\n  tasks:\n    flaky:\n      kind: http.probe\n      schedule: "* * * * * *"\n      execution_scope: all\n      url: http://127.0.0.1:1/health\n      timeout_ms: 2000\n`,
     });
     admin = await t.token('admin', 'alice');
-    viewer = await t.token('viewer', 'victor');
+    // The longest name an operator may have, with nowhere to break it: the phone's header holds it.
+    viewer = await t.token('viewer', `victor.${'v'.repeat(50)}@corp.io`);
     browser = await launchBrowser();
   });
   after(async () => {
@@ -187,6 +188,24 @@ describe('web console in a browser', { skip }, () => {
     await page.close();
   });
 
+  test('a flow with the longest slug and a long name keeps its buttons on a laptop screen', async () => {
+    const slug = `campaign-${'x'.repeat(55)}`;
+    const res = await t.acp('/acp/traffic-flows/create', admin, {
+      slug,
+      name: 'Black Friday retargeting for returning mobile visitors from the autumn newsletter, EU only, v2',
+    });
+    assert.equal(res.status, 200);
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    await signIn(page, admin);
+    await page.click('nav a[href="#/flows"]');
+    const row = `table[aria-label=Flows] tr:has(button:text-is("${slug}"))`;
+    await page.waitForSelector(row);
+    const edit = await page.locator(`${row} button:text("Edit")`).boundingBox();
+    assert.ok(edit && edit.x + edit.width <= 1280, `Edit at x=${edit?.x}: off the screen`);
+    assert.ok((await overflowOf(page)) <= 0, 'no horizontal scrolling');
+    await page.close();
+  });
+
   test('a viewer on a phone sees everything but no button that changes anything', async () => {
     const page = await browser.newPage({
       viewport: { width: 390, height: 844 },
@@ -213,30 +232,32 @@ describe('web console in a browser', { skip }, () => {
     assert.equal(await page.locator('button:text("New stream")').count(), 0);
     assert.equal(await page.locator('button:text("Edit")').count(), 0);
     // No horizontal scrolling at phone width.
-    const overflow = await page.evaluate(() => {
-      // Runs in the page; this file is type-checked without the DOM library.
-      const w = globalThis as unknown as {
-        innerWidth: number;
-        document: { documentElement: { scrollWidth: number } };
-      };
-      return w.document.documentElement.scrollWidth - w.innerWidth;
-    });
+    const overflow = await overflowOf(page);
     assert.ok(overflow <= 0, `page is ${overflow}px wider than the phone`);
     await screenshot(page, 'console-phone-flows');
+    // The header row is hidden on a phone: the sort is picked from a select instead.
+    await page.click('nav a[href="#/routes"]');
+    const routeSort = 'select[aria-label="Sort Controllers"]';
+    await page.waitForSelector(routeSort);
+    for (const dir of ['asc', 'desc'] as const) {
+      await page.selectOption(routeSort, `route:${dir}`);
+      const names = await page.$$eval('table[aria-label=Controllers] td[data-label=Route] code', (cells) =>
+        cells.map((c) => (c as unknown as { textContent: string }).textContent),
+      );
+      const sorted = [...names].sort();
+      assert.deepEqual(names, dir === 'asc' ? sorted : sorted.reverse(), `routes by name, ${dir}`);
+    }
+    // The procedures name the commit, 40 characters without a break: the page still fits.
+    await page.click('nav a[href="#/procedures"]');
+    await page.waitForSelector('section[aria-label="Operator procedures"] .verdict');
+    await page.waitForTimeout(300);
+    assert.ok(
+      (await overflowOf(page)) <= 0,
+      `procedures are ${await overflowOf(page)}px wider than the phone`,
+    );
     assert.deepEqual(seen.errors, []);
     await page.close();
   });
-
-  /** Page width beyond the viewport (0 or less: no horizontal scrolling). */
-  const overflowOf = (page: Page) =>
-    page.evaluate(() => {
-      // Runs in the page; this file is type-checked without the DOM library.
-      const w = globalThis as unknown as {
-        innerWidth: number;
-        document: { documentElement: { scrollWidth: number } };
-      };
-      return w.document.documentElement.scrollWidth - w.innerWidth;
-    });
 
   describe('clicks and conversions', () => {
     let flow: FlowRecord;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
-import { browserMissing, launchBrowser, screenshot, watchConsole } from '../helpers/browser.ts';
+import { browserMissing, launchBrowser, overflowOf, screenshot, watchConsole } from '../helpers/browser.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
 
@@ -40,15 +40,6 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     await page.click('form[aria-label="Sign in"] button[type=submit]');
     await page.waitForSelector('[data-testid=overview-node-id]');
   }
-  const overflow = (page: Page) =>
-    page.evaluate(() => {
-      // Runs in the page; this file is type-checked without the DOM library.
-      const w = globalThis as unknown as {
-        innerWidth: number;
-        document: { documentElement: { scrollWidth: number } };
-      };
-      return w.document.documentElement.scrollWidth - w.innerWidth;
-    });
 
   test('an admin builds a stream with rules, is warned about the missing default stream, and tests clicks', async () => {
     const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
@@ -87,6 +78,27 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       { field: 'ip', op: 'is_not', values: ['203.0.113.0/24'] },
     ]);
 
+    // Yes/no rules are picked from true/false: a typed "True" was saved as false.
+    await page.click('button:text("New stream")');
+    await page.fill('#f-name', 'Safe page');
+    await page.fill('#f-target_url', 'https://safe.test/');
+    await page.click('button:text("Add rule")');
+    await page.selectOption('select[aria-label="Rule 1 field"]', 'is_bot');
+    await page.click('button:text("Add rule")');
+    await page.selectOption('select[aria-label="Rule 2 field"]', 'is_unique');
+    await page.selectOption('select[aria-label="Rule 2 values"]', 'false');
+    await page.click('form[aria-label="New stream"] button[type=submit]');
+    await page.waitForSelector('td[data-label=Filters]:text("is_bot is true; is_unique is false")');
+    const safe = (
+      (await (await t.acp('/acp/streams/list', admin, { filter: { flow_id: flow.id } })).json()) as {
+        items: StreamRecord[];
+      }
+    ).items.find((s) => s.name === 'Safe page');
+    assert.deepEqual(safe?.filters.rules, [
+      { field: 'is_bot', op: 'is', values: [true] },
+      { field: 'is_unique', op: 'is', values: [false] },
+    ]);
+
     // Test a click: an iPhone goes to the stream; a desktop is lost, and the trace says why.
     const panel = 'section[aria-label="Test a click"]';
     await page.fill(`${panel} input[name=sim-country]`, 'DE');
@@ -95,7 +107,9 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     await page.selectOption(`${panel} select[name=sim-preset]`, 'Windows Chrome');
     await page.click(`${panel} button:text("Test")`);
     await page.waitForSelector('[data-testid=sim-outcome]:text("no_match")');
-    const why = await page.textContent(`${panel} table[aria-label="Decision trace"] td[data-label=Why]`);
+    const why = await page.textContent(
+      `${panel} table[aria-label="Decision trace"] tr:has(td[data-label=Stream]:text-is("iPhones at work")) td[data-label=Why]`,
+    );
     assert.match(why ?? '', /rule 1 \(device_type is \["mobile"\]\): fail/);
     await screenshot(page, 'console-targeting-1366');
     assert.deepEqual(
@@ -146,7 +160,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       for await (const chunk of csv) text += chunk;
       assert.match(text.split('\r\n')[0]!, /^day,country,clicks,/);
       assert.match(text, /,DE,2,2,0,0,0,1,0,1,9,0\.4,8\.6,/);
-      assert.ok((await overflow(page)) <= 0, `no horizontal overflow at ${width} px`);
+      assert.ok((await overflowOf(page)) <= 0, `no horizontal overflow at ${width} px`);
       await screenshot(page, name);
       assert.deepEqual(seen.errors, []);
       await page.close();
@@ -285,7 +299,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
           (await page.textContent('[data-testid=version-audit]')) ?? '',
           /web-b runs a different build/,
         );
-        assert.ok((await overflow(page)) <= 0, `no horizontal overflow at ${width} px`);
+        assert.ok((await overflowOf(page)) <= 0, `no horizontal overflow at ${width} px`);
         await screenshot(page, name);
         await page.close();
       }

@@ -41,3 +41,18 @@ export async function screenshot(page: Page, name: string): Promise<void> {
   mkdirSync(RESULTS_DIR, { recursive: true });
   await page.screenshot({ path: join(RESULTS_DIR, `${name}.png`), fullPage: true });
 }
+
+/**
+ * How much wider than the viewport the page is laid out (0 or less: no horizontal scrolling).
+ * Against the viewport's own width, not `innerWidth`: a mobile page (`isMobile`) that is too wide
+ * is zoomed out to fit, and its `innerWidth` grows with it, so the two would always agree.
+ */
+export async function overflowOf(page: Page): Promise<number> {
+  const scrollWidth = await page.evaluate(
+    // Runs in the page; this file is type-checked without the DOM library.
+    () =>
+      (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document
+        .documentElement.scrollWidth,
+  );
+  return scrollWidth - page.viewportSize()!.width;
+}

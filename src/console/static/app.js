@@ -174,7 +174,7 @@ function App() {
   return html`<div class=${`shell ${stale ? 'stale' : ''}`}>
     <header>
       <strong class="brand">Sluice</strong>
-      <span class="node" data-testid="node-id" title="X-Server-Id">${me.server_id}</span>
+      <span class="node" data-testid="node-id" title="X-Server-Id">${live.metrics?.host?.server_id ?? me.server_id}</span>
       ${isLeader === undefined ? '' : html`<span class=${`badge ${isLeader && !stale ? 'ok' : ''}`}>${isLeader ? 'leader' : 'follower'}</span>`}
       ${
         stale

@@ -113,6 +113,8 @@ function useFlowNames() {
   return {
     items,
     name: (id) => items.find((f) => f.id === id)?.slug ?? (id ? id.slice(0, 8) : '–'),
+    /** A flow's currency, which its clicks' cost is in; undefined for a flow not (or no longer) listed. */
+    currency: (id) => items.find((f) => f.id === id)?.currency,
   };
 }
 
@@ -204,7 +206,7 @@ const CONVERSION_COLUMNS = (flowName) => [
 ];
 
 /** One click, opened from the list or a link (`#/clicks?click=…`), with its conversions. */
-function ClickDetail({ clickId, flowName, onClose }) {
+function ClickDetail({ clickId, flowName, flowCurrency, onClose }) {
   const [data, error] = usePoll(() => acp('/acp/clicks/get', { click_id: clickId }), POLL_MS, [clickId]);
   const c = data?.click;
   const subs = c ? Object.entries(c).filter(([k, v]) => /^sub\d+$/.test(k) && v !== null) : [];
@@ -223,7 +225,7 @@ function ClickDetail({ clickId, flowName, onClose }) {
               <${Row} k="Outcome" v=${html`<span class=${`badge ${OUTCOME_BADGE[c.outcome]}`}>${c.outcome}</span>`} />
               <${Row} k="Unique" v=${c.is_unique ? 'yes' : 'no'} />
               <${Row} k="Bot" v=${c.is_bot ? 'yes' : 'no'} />
-              <${Row} k="Cost" v=${fmt.n(c.cost)} />
+              <${Row} k="Cost" v=${fmt.money(c.cost, flowCurrency(c.flow_id) ?? '')} />
               <${Row} k="Node" v=${c.server_id ?? '–'} />
             <//>
             <${Card} title="Visitor">
@@ -313,7 +315,7 @@ export function ClicksPage() {
     <header class="page-head"><h2>Clicks</h2></header>
     ${
       opened
-        ? html`<${ClickDetail} key=${opened} clickId=${opened} flowName=${flows.name} onClose=${() => {
+        ? html`<${ClickDetail} key=${opened} clickId=${opened} flowName=${flows.name} flowCurrency=${flows.currency} onClose=${() => {
             location.hash = '#/clicks';
           }} />`
         : ''

@@ -284,6 +284,8 @@ const RULE_FIELDS = {
   is_bot: 'true',
 };
 const BOOLEAN_FIELDS = ['is_unique', 'is_bot'];
+/** A boolean rule's value as the form holds it ('true' / 'false') for the API; anything else as typed, which the API refuses by name. */
+const toBoolean = (x) => (/^true$/i.test(x) ? true : /^false$/i.test(x) ? false : x);
 
 /** The form's rules (values as typed) as the API takes them. */
 function rulesToApi(v) {
@@ -294,7 +296,7 @@ function rulesToApi(v) {
       .split(',')
       .map((x) => x.trim())
       .filter(Boolean)
-      .map((x) => (BOOLEAN_FIELDS.includes(r.field) ? x === 'true' : x)),
+      .map((x) => (BOOLEAN_FIELDS.includes(r.field) ? toBoolean(x) : x)),
   }));
   return { logic: v?.logic ?? 'and', rules };
 }
@@ -317,7 +319,16 @@ function RulesEditor({ value, onChange }) {
     ${v.rules.map(
       (r, i) => html`<div class="rule" key=${i} data-testid=${`rule-${i}`}>
         <select aria-label=${`Rule ${i + 1} field`} value=${fieldOf(r)}
-          onChange=${(e) => setRule(i, { field: e.currentTarget.value === 'param:' ? 'param:src' : e.currentTarget.value })}>
+          onChange=${(e) => {
+            const field = e.currentTarget.value;
+            // A yes/no field is chosen from true/false, never typed: a typo there saved the opposite.
+            const values = BOOLEAN_FIELDS.includes(field)
+              ? 'true'
+              : BOOLEAN_FIELDS.includes(r.field)
+                ? ''
+                : r.values;
+            setRule(i, { field: field === 'param:' ? 'param:src' : field, values });
+          }}>
           ${Object.keys(RULE_FIELDS).map((f) => html`<option value=${f}>${f === 'param:' ? 'query parameter' : f}</option>`)}
         </select>
         ${
@@ -329,8 +340,15 @@ function RulesEditor({ value, onChange }) {
         <select aria-label=${`Rule ${i + 1} operator`} value=${r.op} onChange=${(e) => setRule(i, { op: e.currentTarget.value })}>
           <option value="is">is</option><option value="is_not">is not</option>
         </select>
-        <input aria-label=${`Rule ${i + 1} values`} value=${r.values} placeholder=${RULE_FIELDS[fieldOf(r)]}
-          onInput=${(e) => setRule(i, { values: e.currentTarget.value })} />
+        ${
+          BOOLEAN_FIELDS.includes(r.field)
+            ? html`<select aria-label=${`Rule ${i + 1} values`} value=${String(r.values).trim().toLowerCase() === 'false' ? 'false' : 'true'}
+                onChange=${(e) => setRule(i, { values: e.currentTarget.value })}>
+                <option value="true">true</option><option value="false">false</option>
+              </select>`
+            : html`<input aria-label=${`Rule ${i + 1} values`} value=${r.values} placeholder=${RULE_FIELDS[fieldOf(r)]}
+                onInput=${(e) => setRule(i, { values: e.currentTarget.value })} />`
+        }
         <button type="button" class="secondary" aria-label=${`Remove rule ${i + 1}`}
           onClick=${() => onChange({ ...v, rules: v.rules.filter((_, j) => j !== i) })}>✕</button>
       </div>`,

@@ -108,12 +108,15 @@ export function OperatorsPage({ me }) {
     {
       key: 'actions',
       label: '',
+      // Active names are unique across the configuration and storage: the one named as you is you.
       render: (o) =>
-        o.source === 'storage' && !o.revoked_at && o.name !== me.name
-          ? html`<div class="actions"><${RevokeButton} name=${o.name} onRevoke=${() => revoke(o)} /></div>`
-          : o.name === me.name && o.source === 'storage'
+        o.revoked_at
+          ? ''
+          : o.name === me.name
             ? html`<small class="muted">you</small>`
-            : '',
+            : o.source === 'storage'
+              ? html`<div class="actions"><${RevokeButton} name=${o.name} onRevoke=${() => revoke(o)} /></div>`
+              : '',
     },
   ];
   return html`<section aria-label="Operators">

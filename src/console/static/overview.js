@@ -5,6 +5,26 @@ import { Card, fmt, Row, SortTable } from './ui.js';
 
 const COLOURS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2'];
 
+/**
+ * Time ticks in the console's one format (en-GB), not uPlot's own US one: times of day for a span
+ * under a day (with seconds under ten minutes), day and month beyond.
+ */
+function timeTicks(_u, splits) {
+  const span = splits.length > 1 ? splits[splits.length - 1] - splits[0] : 0;
+  const opts =
+    span >= 86400 * 2
+      ? { day: '2-digit', month: '2-digit' }
+      : span >= 86400
+        ? { day: '2-digit', month: '2-digit', hour: '2-digit', minute: '2-digit' }
+        : span < 600
+          ? { hour: '2-digit', minute: '2-digit', second: '2-digit' }
+          : { hour: '2-digit', minute: '2-digit' };
+  return splits.map((s) => new Date(s * 1000).toLocaleString('en-GB', opts));
+}
+
+/** Value ticks as precise as their step (0.25 stays 0.25; two ticks never read the same). */
+const valueTick = (v) => v.toLocaleString('en-GB', { maximumFractionDigits: 6 });
+
 /** A uPlot chart that follows its container's width (1280 px desktop or a phone). */
 export function Chart({ title, series, data, unit }) {
   const box = useRef(null);
@@ -19,7 +39,10 @@ export function Chart({ title, series, data, unit }) {
       legend: { show: true, live: false },
       // Rates and latencies start at zero, so a flat line reads as flat, not as noise.
       scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
-      axes: [{}, { size: 64, values: (_u, vals) => vals.map((v) => `${fmt.n(v)}${unit}`) }],
+      axes: [
+        { values: timeTicks },
+        { size: 64, values: (_u, vals) => vals.map((v) => `${valueTick(v)}${unit}`) },
+      ],
       series: [{}, ...series.map((label, i) => ({ label, stroke: COLOURS[i % COLOURS.length], width: 1.5 }))],
     };
     plot.current = new uPlot(opts, data, el);

@@ -183,11 +183,15 @@ export function ReportsPage() {
         (i) => html`<label>${i === 0 ? 'Group by' : 'then'}
           <select name=${`group-${i}`} value=${groupBy[i] ?? ''} onChange=${(e) => {
             const next = [...groupBy];
-            next[i] = e.currentTarget.value;
+            const picked = e.currentTarget.value;
+            // A dimension chosen in another place trades places with this one: never twice (a 400).
+            const other = picked === '' ? -1 : next.indexOf(picked);
+            if (other !== -1 && other !== i) next[other] = next[i] ?? '';
+            next[i] = picked;
             setGroupBy(next.slice(0, 3));
           }}>
             <option value="">—</option>
-            ${DIMENSIONS.map((d) => html`<option value=${d} disabled=${groupBy.includes(d) && groupBy[i] !== d}>${d}</option>`)}
+            ${DIMENSIONS.map((d) => html`<option value=${d}>${d}</option>`)}
           </select></label>`,
       )}
       <label>Flow id <input name="flow" value=${flowId} placeholder="all flows" onChange=${(e) => setFlowId(e.currentTarget.value.trim())} /></label>

@@ -23,7 +23,7 @@ export const fmt = {
   /** An amount in its currency: two decimals at least, up to the six stored. */
   money: (v, currency) =>
     typeof v === 'number'
-      ? `${v.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })} ${currency}`
+      ? `${v.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })}${currency ? ` ${currency}` : ''}`
       : '–',
   /** Revenue per currency (`{USD: 12.5, EUR: 3}`): each currency apart, never added up. */
   revenue: (byCurrency) => {
@@ -93,7 +93,25 @@ export function SortTable({ columns, rows, initial, rowClass, rowKey, label, sor
         })
       : rows;
   const toggle = (c) => setSort((s) => ({ key: c.key, desc: s?.key === c.key ? !s.desc : true }));
+  const sortable = columns.filter((c) => c.sort);
+  // On a phone the header row is hidden (rows become cards): the same order is picked here.
+  const phoneSort =
+    sortable.length === 0
+      ? ''
+      : html`<label class="phone-sort">Sort
+          <select aria-label=${`Sort ${label ?? 'table'}`} value=${sort ? `${sort.key}:${sort.desc ? 'desc' : 'asc'}` : ''}
+            onChange=${(e) => {
+              const [key, dir] = e.currentTarget.value.split(':');
+              setSort(() => (key ? { key, desc: dir === 'desc' } : null));
+            }}>
+            ${sort ? '' : html`<option value="">as listed</option>`}
+            ${sortable.map(
+              (c) =>
+                html`<option value=${`${c.key}:desc`}>${c.label} ▾</option><option value=${`${c.key}:asc`}>${c.label} ▴</option>`,
+            )}
+          </select></label>`;
   return html`<div class="table-wrap">
+    ${phoneSort}
     <table aria-label=${label}>
       <thead>
         <tr>
