@@ -227,7 +227,9 @@ export function leaderTasks(s: NodeSnapshot): ProcedureResult {
   }
   for (const t of s.tasks) {
     if (!t.enabled) {
-      items.push({ subject: t.name, message: 'disabled in configuration', finding: false });
+      // A note for the leader-scoped ones only: this procedure is about them.
+      if (t.execution_scope === 'leader')
+        items.push({ subject: t.name, message: 'disabled in configuration', finding: false });
       continue;
     }
     const misfit = PER_NODE_KINDS[t.kind];

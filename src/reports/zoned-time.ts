@@ -89,5 +89,9 @@ export function parseWhen(text: string, tz: string): number {
   if (zone === 'Z') return local;
   const sign = zone[0] === '-' ? -1 : 1;
   const digits = zone.slice(1).replace(':', '');
-  return local - sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2))) * 60_000;
+  const oh = Number(digits.slice(0, 2));
+  const om = Number(digits.slice(2));
+  // An offset is at most 23:59 (RFC 3339); -99:99 was read as four days and an hour and a half.
+  if (oh > 23 || om > 59) return Number.NaN;
+  return local - sign * (oh * 60 + om) * 60_000;
 }

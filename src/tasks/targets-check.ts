@@ -37,7 +37,10 @@ async function checkTargets(
   deps: TargetsCheckDeps,
   ctx: TaskContext,
 ): Promise<void> {
-  const perRequestMs = Math.min(10_000, cfg.timeout_ms);
+  // A quarter of the run's budget at most (a HEAD and its GET fallback stay within half of it), so a
+  // target that hangs is recorded unreachable before the run itself times out: with one call as
+  // long as the run, the run's abort came first and a hanging target was never marked.
+  const perRequestMs = Math.max(1, Math.min(10_000, Math.floor(cfg.timeout_ms / 4)));
   const slice = new TimeSlice();
   let page: StreamTarget[] = [];
   let taken = 0;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import type { TSchema } from '@sinclair/typebox';
-import { ConfigSchema } from '../../src/config/index.ts';
+import { ConfigSchema, DEFAULT_TASKS } from '../../src/config/index.ts';
 
 const DOC = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
 
@@ -68,4 +68,17 @@ test('documented defaults match the schema', () => {
     row('observability.metrics.prefix'),
     `\`${props.observability.properties.metrics.properties.prefix.default}\``,
   );
+});
+
+test('the built-in tasks table names every built-in task with its kind, schedule and timeout', () => {
+  const table = DOC.slice(DOC.indexOf('### Built-in tasks'), DOC.indexOf('## Runtime keys'));
+  const rows = new Map(
+    [...table.matchAll(/^\| `([a-z_]+)` \| `([a-z.]+)` \| `([^`]+)`[^|]*\| \w+ \| (\d+) \|/gm)].map((m) => [
+      m[1]!,
+      [m[2], m[3], Number(m[4])],
+    ]),
+  );
+  assert.deepEqual([...rows.keys()].sort(), Object.keys(DEFAULT_TASKS).sort());
+  for (const [name, task] of Object.entries(DEFAULT_TASKS))
+    assert.deepEqual(rows.get(name), [task.kind, task.schedule, task.timeout_ms], name);
 });

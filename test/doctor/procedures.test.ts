@@ -175,6 +175,20 @@ describe('operator procedures', () => {
     assert.match(p.summary, /follows/);
   });
 
+  test('4: a disabled leader-scoped task is noted; a disabled task of every node is none of its business', () => {
+    const s = snapshot({
+      tasks: [
+        task('lead-off', { execution_scope: 'leader', enabled: false, next_run_at: null }),
+        task('probe-off', { execution_scope: 'all', enabled: false, next_run_at: null }),
+      ],
+    });
+    const p = proc(s, 'leader_tasks');
+    assert.deepEqual(
+      p.items.map((i) => [i.subject, i.message, i.finding]),
+      [['lead-off', 'disabled in configuration', false]],
+    );
+  });
+
   test('4: no leader at all, a per-node kind on leader scope, and an overdue leader task are findings', () => {
     const noLeader = snapshot({ tasks: [task('check', { execution_scope: 'leader' })], leaderId: null });
     (noLeader.metrics!.host as Record<string, unknown>).is_leader = false;

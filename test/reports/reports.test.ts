@@ -279,6 +279,16 @@ for (const backend of BACKENDS) {
         (backwards as unknown as { error: { message: string } }).error.message,
         /\/to: must be after from/,
       );
+      // An offset beyond 23:59 is not one (-99:99 was read as four days back).
+      for (const to of [
+        '2026-03-11T12:00:00-99:99',
+        '2026-03-11T12:00:00+24:00',
+        '2026-03-11T12:00:00+05:60',
+      ]) {
+        const badOffset = await report({ from: '2026-03-10', to }, 400);
+        assert.match((badOffset as unknown as { error: { message: string } }).error.message, /\/to/, to);
+      }
+      await report({ from: '2026-03-10', to: '2026-03-11T12:00:00+14:00' }); // Kiribati's is the largest in use
       await flowWithStream('rep-eur', { cost_per_click: 1, currency: 'EUR' });
       await click('rep-eur', { country: 'DE', ua: CHROME, ip: '203.0.113.50' });
       await t.node.clickLog.persist();

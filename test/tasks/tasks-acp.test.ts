@@ -21,6 +21,7 @@ describe('cron tasks through the ACP, with real task kinds', () => {
       seenHeaders.push(req.headers);
       if (req.url?.startsWith('/healthy')) res.writeHead(200).end('ok');
       else if (req.url?.startsWith('/head-refused')) res.writeHead(req.method === 'HEAD' ? 405 : 200).end();
+      else if (req.url?.startsWith('/hangs')) return; // never answers
       else res.writeHead(503).end('down');
     });
     await new Promise<void>((r) => up.listen(0, '127.0.0.1', () => r()));
@@ -45,6 +46,8 @@ describe('cron tasks through the ACP, with real task kinds', () => {
         // test asks for one and answer it 409, or check the targets before the test made them.
         '    targets_check:',
         "      schedule: '0 0 1 1 *'",
+        // A short run: a target that hangs must still be marked within it.
+        '      timeout_ms: 2000',
         '    quiet:',
         '      kind: cache.reload',
         "      schedule: '0 0 1 1 *'",
@@ -56,6 +59,7 @@ describe('cron tasks through the ACP, with real task kinds', () => {
   });
   after(async () => {
     await t.close();
+    up.closeAllConnections();
     await new Promise<void>((r) => up.close(() => r()));
   });
 
@@ -178,6 +182,7 @@ describe('cron tasks through the ACP, with real task kinds', () => {
     const ok = await mk('ok', `${upUrl}/healthy?s={stream}`);
     const headRefused = await mk('get-only', `${upUrl}/head-refused`);
     const bad = await mk('bad', `${upUrl}/broken`);
+    const hangs = await mk('hangs', `${upUrl}/hangs`);
     const run = await runNow('targets_check');
     assert.equal(run.status, 202);
     await run.arrayBuffer();
@@ -187,6 +192,8 @@ describe('cron tasks through the ACP, with real task kinds', () => {
     assert.deepEqual(status[ok.id], ['ok', null]);
     assert.deepEqual(status[headRefused.id], ['ok', null], 'HEAD refused, GET answered');
     assert.deepEqual(status[bad.id], ['unreachable', 'HTTP 503']);
+    assert.equal(status[hangs.id]?.[0], 'unreachable', 'a target that never answers, within the run');
+    assert.match(String(status[hangs.id]?.[1]), /timeout/i);
 
     for (let i = 0; i < 3; i++)
       await (
