@@ -21,8 +21,8 @@ describe('cron tasks through the ACP, with real task kinds', () => {
       seenHeaders.push(req.headers);
       if (req.url?.startsWith('/healthy')) res.writeHead(200).end('ok');
       else if (req.url?.startsWith('/head-refused')) res.writeHead(req.method === 'HEAD' ? 405 : 200).end();
-      else if (req.url?.startsWith('/hangs')) return; // never answers
-      else res.writeHead(503).end('down');
+      else if (!req.url?.startsWith('/hangs')) res.writeHead(503).end('down');
+      // /hangs never answers.
     });
     await new Promise<void>((r) => up.listen(0, '127.0.0.1', () => r()));
     upUrl = `http://127.0.0.1:${(up.address() as AddressInfo).port}`;
