@@ -322,7 +322,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     });
     audit.start();
     lifecycle.defer(() => audit.stop());
-    const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators), {
+    const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators, clock), {
       limiter: authLimiter,
       audit,
     });

@@ -1,6 +1,8 @@
+import { LRUCache } from 'lru-cache';
 import type { Role } from '../config/index.ts';
 import { ApiError } from '../errors/index.ts';
 import type { OperatorStore } from '../storage/index.ts';
+import type { Clock } from '../time/index.ts';
 import { digestEquals, parseBearer, sha256 } from './tokens.ts';
 
 export interface Principal {
@@ -17,6 +19,9 @@ export interface ConfiguredOperator {
 
 const RANK: Record<Role, number> = { viewer: 0, operator: 1, admin: 2 };
 
+/** How long a stored operator's last successful check lets it in while the database is unreachable. */
+export const LAST_KNOWN_MS = 15 * 60_000;
+
 /** True when `role` is at least `required` (viewer < operator < admin). */
 export function roleAllows(role: Role, required: Role): boolean {
   return RANK[role] >= RANK[required];
@@ -30,10 +35,20 @@ export function roleAllows(role: Role, required: Role): boolean {
 export class Authenticator {
   readonly #configured: readonly ConfiguredOperator[];
   readonly #store: OperatorStore;
+  readonly #clock: Clock;
+  /**
+   * Stored operators this node has recently let in, by token hash: used only while the database
+   * cannot be reached, so that an operator can still see the node's state (`db.status: down`
+   * included) during the outage it is there to diagnose. Every answer of the database replaces
+   * what is here (a revoked token is forgotten at its first check), so it never outlives a
+   * revocation the database could tell.
+   */
+  readonly #lastKnown = new LRUCache<string, { principal: Principal; at: number }>({ max: 1000 });
 
-  constructor(configured: readonly ConfiguredOperator[], store: OperatorStore) {
+  constructor(configured: readonly ConfiguredOperator[], store: OperatorStore, clock: Clock) {
     this.#configured = configured.map((o) => ({ ...o, token_sha256: o.token_sha256.toLowerCase() }));
     this.#store = store;
+    this.#clock = clock;
   }
 
   async authenticate(authorization: string | undefined): Promise<Principal> {
@@ -49,8 +64,23 @@ export class Authenticator {
       if (digestEquals(digest, op.token_sha256) && match === undefined) match = op;
     }
     if (match) return { name: match.name, role: match.role, source: 'config' };
-    const stored = await this.#store.findActiveByTokenHash(digest.toString('hex'));
-    if (stored) return { name: stored.name, role: stored.role, source: 'storage' };
+    const hex = digest.toString('hex');
+    let stored: Awaited<ReturnType<OperatorStore['findActiveByTokenHash']>>;
+    try {
+      stored = await this.#store.findActiveByTokenHash(hex);
+    } catch (err) {
+      const known = this.#lastKnown.get(hex);
+      if (err instanceof ApiError && err.code === 'db.unavailable' && known !== undefined) {
+        if (this.#clock.now() - known.at <= LAST_KNOWN_MS) return known.principal;
+      }
+      throw err;
+    }
+    if (stored) {
+      const principal: Principal = { name: stored.name, role: stored.role, source: 'storage' };
+      this.#lastKnown.set(hex, { principal, at: this.#clock.now() });
+      return principal;
+    }
+    this.#lastKnown.delete(hex);
     throw new ApiError('auth.unauthorized', 'The token is not valid.', { cause: 'unknown or revoked token' });
   }
 

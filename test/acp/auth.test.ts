@@ -6,6 +6,7 @@ import { Authenticator, roleAllows, sha256Hex } from '../../src/auth/index.ts';
 import { ROLES } from '../../src/config/index.ts';
 import { startNode } from '../../src/main.ts';
 import { LogCapture, startTestNode, type TestNode } from '../helpers/node.ts';
+import { systemClock } from '../../src/time/index.ts';
 
 describe('roles', () => {
   test('viewer < operator < admin', () => {
@@ -81,7 +82,7 @@ describe('ACP router: 401 before 403, 403 before the body is read', () => {
     // The node is already listening; a second router on a fresh app exercises the same code.
     const { default: Fastify } = await import('fastify');
     const app = Fastify();
-    const acp = new AcpRouter(app, new Authenticator([], t.node.storage.operators));
+    const acp = new AcpRouter(app, new Authenticator([], t.node.storage.operators, systemClock));
     let called = 0;
     acp.add({
       path: '/acp/test/admin-only',

@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { Authenticator, createOperator, LAST_KNOWN_MS } from '../../src/auth/index.ts';
+import { ApiError } from '../../src/errors/index.ts';
+import { openPostgres, type Storage } from '../../src/storage/index.ts';
+import { ManualClock } from '../../src/time/index.ts';
+import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
+import { TcpProxy } from '../helpers/tcp-proxy.ts';
+
+const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
+
+const codeOf = (p: Promise<unknown>) =>
+  p.then(
+    () => 'let in',
+    (err: unknown) => (err instanceof ApiError ? err.code : String(err)),
+  );
+
+describe('stored operators while the database cannot be reached', { skip }, () => {
+  // An operator diagnosing a database outage must still see the node's state (db.status: down):
+  // every ACP call was 503 because its token could not be looked up.
+  const schema = testSchema();
+  const clock = new ManualClock(Date.UTC(2026, 10, 26, 12));
+  let proxy: TcpProxy;
+  let storage: Storage;
+  let auth: Authenticator;
+  before(async () => {
+    const db = new URL(PG_URL);
+    proxy = new TcpProxy(db.hostname, Number(db.port || 5432));
+    await proxy.start();
+    const via = new URL(PG_URL);
+    via.port = String(proxy.port);
+    storage = openPostgres({ url: via.toString(), poolMax: 2, schema, queryTimeoutMs: 2000, clock });
+    await storage.migrate();
+    auth = new Authenticator([], storage.operators, clock);
+  });
+  after(async () => {
+    await storage.close();
+    await proxy.down();
+    await dropSchema(schema);
+  });
+
+  test('a token let in lately is let in during an outage, for a while; others are db.unavailable, never let in', async () => {
+    const kept = await createOperator(storage.operators, 'kept', 'viewer');
+    const revoked = await createOperator(storage.operators, 'gone', 'admin');
+    const unseen = await createOperator(storage.operators, 'unseen', 'admin');
+    assert.equal((await auth.authenticate(`Bearer ${kept.token}`)).name, 'kept');
+    assert.equal((await auth.authenticate(`Bearer ${revoked.token}`)).name, 'gone');
+    await storage.operators.revoke('gone');
+    assert.equal(await codeOf(auth.authenticate(`Bearer ${revoked.token}`)), 'auth.unauthorized');
+
+    await proxy.down();
+    try {
+      assert.deepEqual(await auth.authenticate(`Bearer ${kept.token}`), {
+        name: 'kept',
+        role: 'viewer',
+        source: 'storage',
+      });
+      assert.equal(
+        await codeOf(auth.authenticate(`Bearer ${revoked.token}`)),
+        'db.unavailable',
+        'revoked stays out',
+      );
+      assert.equal(await codeOf(auth.authenticate(`Bearer ${unseen.token}`)), 'db.unavailable', 'never seen');
+      clock.advance(LAST_KNOWN_MS + 1);
+      assert.equal(await codeOf(auth.authenticate(`Bearer ${kept.token}`)), 'db.unavailable', 'too long ago');
+    } finally {
+      await proxy.up();
+    }
+  });
+});
