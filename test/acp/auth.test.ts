@@ -5,8 +5,8 @@ import { AcpRouter } from '../../src/acp/index.ts';
 import { Authenticator, roleAllows, sha256Hex } from '../../src/auth/index.ts';
 import { ROLES } from '../../src/config/index.ts';
 import { startNode } from '../../src/main.ts';
-import { LogCapture, startTestNode, type TestNode } from '../helpers/node.ts';
 import { systemClock } from '../../src/time/index.ts';
+import { LogCapture, startTestNode, type TestNode } from '../helpers/node.ts';
 
 describe('roles', () => {
   test('viewer < operator < admin', () => {
