@@ -41,12 +41,19 @@ function describeSchemaProblems(problems: SchemaProblem[]): { path: string; mess
   for (const v of problems) {
     const at = v.instancePath ?? '';
     if (v.keyword === 'anyOf') {
-      const allowed = branches
-        .filter((b) => b.keyword === 'const' && b.schemaPath?.startsWith(`${v.schemaPath}/`))
+      const mine = branches.filter((b) => b.schemaPath?.startsWith(`${v.schemaPath}/`));
+      const allowed = mine
+        .filter((b) => b.keyword === 'const')
         .map((b) => JSON.stringify(b.params?.allowedValue));
+      // Not a list of literals (a string of some length, or a boolean): what each branch wanted.
+      const wanted = [...new Set(mine.map((b) => b.message).filter((m) => m !== undefined))];
       out.push({
         path: at || '/',
-        message: allowed.length ? `must be one of ${allowed.join(', ')}` : 'is not allowed',
+        message: allowed.length
+          ? `must be one of ${allowed.join(', ')}`
+          : wanted.length
+            ? wanted.join(', or ')
+            : 'is not allowed',
       });
       branches = [];
     } else if (v.schemaPath?.includes('/anyOf/')) {

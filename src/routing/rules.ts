@@ -40,6 +40,25 @@ export interface StreamFilters {
   rules?: Rule[];
 }
 
+/**
+ * Filters as they are stored: country codes upper case, each once, in the order given — `de` is
+ * the same country as `DE`, as a proxy's `cf-ipcountry: de` is read (a filter refused it, a
+ * `country` rule took it as typed).
+ */
+export function normaliseFilters(filters: StreamFilters): StreamFilters {
+  const codes = (list: readonly string[]) => [...new Set(list.map((c) => c.toUpperCase()))];
+  const out: StreamFilters = { ...filters };
+  if (filters.countries_include !== undefined) out.countries_include = codes(filters.countries_include);
+  if (filters.countries_exclude !== undefined) out.countries_exclude = codes(filters.countries_exclude);
+  if (filters.rules !== undefined)
+    out.rules = filters.rules.map((r) =>
+      r.field === 'country'
+        ? { ...r, values: r.values.map((v) => (typeof v === 'string' ? v.toUpperCase() : v)) }
+        : r,
+    );
+  return out;
+}
+
 /** What the rules look at: one click as /go (or the simulator) sees it. */
 export interface Visitor {
   country: string | undefined;

@@ -27,7 +27,8 @@ const StreamStatus = lit(['active', 'paused'] as const);
 const RedirectCode = lit([301, 302, 303, 307] as const);
 const Position = Type.Integer({ minimum: 0, maximum: 1_000_000 });
 const Weight = Type.Integer({ minimum: 0, maximum: 10_000 });
-const Countries = Type.Array(Type.String({ pattern: '^[A-Z]{2}$' }), { maxItems: 300, uniqueItems: true });
+/** Two letters in either case (upper-cased when stored, as `cf-ipcountry: de` is read); assigned codes only, checked by the service. */
+const Countries = Type.Array(Type.String({ pattern: '^[A-Za-z]{2}$' }), { maxItems: 300 });
 /** A rule (§13); each value's meaning depends on the field and is checked by the service (rules.ts). */
 const Rule = Type.Object(
   {

@@ -17,7 +17,7 @@ import { ClickCounters } from './click-counters.ts';
 import { type CompiledFlow, compileFlow } from './compiled-flow.ts';
 import { DailyCaps } from './daily-caps.ts';
 import { type LoadedChunk, RoutingCache } from './routing-cache.ts';
-import { isTimeZone, ruleProblems } from './rules.ts';
+import { isTimeZone, normaliseFilters, ruleProblems } from './rules.ts';
 import type { FlowCreate, FlowList, FlowUpdate, StreamCreate, StreamList, StreamUpdate } from './schemas.ts';
 import { countryListProblems, rejectIf, targetUrlField } from './validation.ts';
 
@@ -319,7 +319,7 @@ export class RoutingService {
   }
 
   async createStream(body: StreamCreate): Promise<StreamRecord> {
-    const filters = body.filters ?? {};
+    const filters = normaliseFilters(body.filters ?? {});
     const target = targetUrlField(body.target_url);
     rejectIf([
       ...target.problems,
@@ -348,6 +348,7 @@ export class RoutingService {
 
   async updateStream(body: StreamUpdate): Promise<StreamRecord> {
     const { id, version, ...changes } = body;
+    if (changes.filters !== undefined) changes.filters = normaliseFilters(changes.filters);
     const target = changes.target_url === undefined ? undefined : targetUrlField(changes.target_url);
     rejectIf([
       ...(target?.problems ?? []),

@@ -251,7 +251,8 @@ for (const backend of BACKENDS) {
         { weight: 10_001 },
         { redirect_code: 308 },
         { type: 'sometimes' },
-        { filters: { countries_include: ['de'] } },
+        { filters: { countries_include: ['DEU'] } },
+        { filters: { countries_include: ['UK'] } },
         { target_url: 'https://x.test/{nope}' },
         { filters: { countries_exclude: ['QQ'] } },
       ]) {
@@ -262,6 +263,21 @@ for (const backend of BACKENDS) {
           400,
         );
       }
+      // A code in lower case is the same country (as a proxy's `cf-ipcountry: de` is read): stored once, upper case.
+      const lower = await call<StreamRecord>('/acp/streams/create', {
+        flow_id: flow.id,
+        name: 'lower',
+        type: 'regular',
+        target_url: 'https://ok.test/',
+        filters: {
+          countries_include: ['de', 'DE', 'at'],
+          rules: [{ field: 'country', op: 'is_not', values: ['fr'] }],
+        },
+      });
+      assert.deepEqual(lower.filters, {
+        countries_include: ['DE', 'AT'],
+        rules: [{ field: 'country', op: 'is_not', values: ['FR'] }],
+      });
       await call(
         '/acp/streams/create',
         {

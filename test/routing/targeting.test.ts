@@ -123,6 +123,18 @@ for (const backend of BACKENDS) {
         400,
       );
       assert.match(badMode.error.message, /redirect_mode must be one of "http", "meta_refresh", "js"/);
+      // A value neither a string of 1–256 characters nor a boolean says what it should be.
+      for (const [value, why] of [
+        ['', /\/filters\/rules\/0\/values\/0 must NOT have fewer than 1 characters, or must be boolean/],
+        [9, /\/filters\/rules\/0\/values\/0 must be string, or must be boolean/],
+      ] as const) {
+        const bad = await call<{ error: { message: string } }>(
+          '/acp/streams/update',
+          { id: s.id, filters: { rules: [{ field: 'hour', op: 'is', values: [value] }] } },
+          400,
+        );
+        assert.match(bad.error.message, why);
+      }
     });
 
     it('rules route by device, language and parameter; an unmatched click goes to the fallback URL', async () => {
