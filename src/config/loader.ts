@@ -267,6 +267,12 @@ function checkSemantics(c: Config, sourceOf: (key: string) => string) {
         `expected a cron expression of 5 fields, or 6 with seconds first (${problem})`,
       );
     }
+    if (task.kind !== 'http.probe') {
+      // Options of another kind would be ignored without a word: as unknown keys, they stop the start.
+      for (const key of PROBE_OPTIONS)
+        if (task[key] !== undefined)
+          fail(`cron.tasks.${name}.${key}`, `unknown key for kind ${task.kind}; only http.probe takes it`);
+    }
     if (task.kind === 'http.probe') {
       if (task.url && !/^https?:\/\/[^/]/.test(task.url))
         fail(`cron.tasks.${name}.url`, 'expected an http(s) URL');
@@ -276,6 +282,9 @@ function checkSemantics(c: Config, sourceOf: (key: string) => string) {
     }
   }
 }
+
+/** The options only `http.probe` tasks take (§10). */
+const PROBE_OPTIONS = ['url', 'method', 'expect_status', 'retries', 'headers'] as const;
 
 /** Parses `a.b.c.d/n`, `::1/128` or a bare address; returns null when it is not one. */
 export function parseCidr(cidr: string): { address: string; prefix: number; family: 'ipv4' | 'ipv6' } | null {

@@ -151,6 +151,21 @@ describe('configuration loader', () => {
       /cron\.tasks\.p\.url .*required/,
     ],
     [
+      'a probe option on another kind (it would be ignored)',
+      {
+        'config.m.yml':
+          "cron:\n  tasks:\n    t:\n      kind: stats.flush\n      schedule: '* * * * *'\n      url: http://x.test/\n",
+      },
+      {},
+      /cron\.tasks\.t\.url .*unknown key for kind stats\.flush/,
+    ],
+    [
+      'retries on targets_check (a built-in task merged with the file)',
+      { 'config.m.yml': 'cron:\n  tasks:\n    targets_check:\n      retries: 2\n' },
+      {},
+      /cron\.tasks\.targets_check\.retries .*unknown key for kind targets\.check/,
+    ],
+    [
       'U+0000 in app.version (it is stored, and PostgreSQL cannot store it)',
       { 'config.m.yml': 'app:\n  version: "1.0\\0"\n' },
       {},
