@@ -125,9 +125,11 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
     );
     // The registry's 415 message names JSON alone, which is all the other routes take; here it
     // names both. A thrown error goes on to the server's handler, which answers and records it.
+    // Anything else goes on as thrown: the server's handler tells a client that left mid-body
+    // (no answer, no record) from a real error, which a mapped error would hide (a 400 record).
     scope.setErrorHandler((err) => {
       const api = toApiError(err);
-      if (api.code !== 'request.unsupported_media_type') throw api;
+      if (api.code !== 'request.unsupported_media_type') throw err;
       throw new ApiError(api.code, POSTBACK_MEDIA_MESSAGE, { cause: err });
     });
     const handler = async (request: FastifyRequest): Promise<PostbackAnswer> => {
