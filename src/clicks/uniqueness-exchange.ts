@@ -5,6 +5,11 @@ import type { UniquenessWindow } from './uniqueness.ts';
 
 /** Sightings read per query; a round reads pages until it is level, at most {@link MAX_PAGES_A_ROUND}. */
 const PAGE_ROWS = 5000;
+/**
+ * Open windows read per query at the start: a node loading a million of them holds one page of
+ * rows at a time (in one go they took ~850 MB of RSS on top of the windows themselves).
+ */
+const OPEN_PAGE_ROWS = 10_000;
 /** Bounds one round's reading after an outage; the rest follows on the next rounds. */
 const MAX_PAGES_A_ROUND = 20;
 /** How often a node deletes sightings whose window has ended (any node may; it is idempotent). */
@@ -27,6 +32,8 @@ export interface UniquenessExchangeOptions {
   /** `routing.uniqueness_max_entries`: sightings held at most (loaded at start; kept while the database refuses). */
   maxEntries: number;
   pageRows?: number;
+  /** Open windows read per query at the start ({@link OPEN_PAGE_ROWS}). */
+  openPageRows?: number;
 }
 
 export interface UniquenessExchangeStats {
@@ -62,7 +69,8 @@ export class UniquenessExchange {
   #unsentRows: Sighting[] = [];
   #timer: NodeJS.Timeout | undefined;
   #chain: Promise<unknown> = Promise.resolve();
-  #lastPrune: number;
+  /** The first round after the start prunes: a node restarted more often than the interval still does. */
+  #lastPrune = Number.NEGATIVE_INFINITY;
   #stopped = false;
   readonly #stats: UniquenessExchangeStats = {
     sent: 0,
@@ -76,7 +84,6 @@ export class UniquenessExchange {
     this.#o = opts;
     this.#ttlMs = opts.ttlHours * 3_600_000;
     this.#page = opts.pageRows ?? PAGE_ROWS;
-    this.#lastPrune = opts.clock.now();
   }
 
   /** Loads the windows still open (retried by later rounds if the database refuses), then starts the rounds. */
@@ -122,11 +129,23 @@ export class UniquenessExchange {
     const { store, window, serverId, clock } = this.#o;
     try {
       let learned = 0;
-      if (this.#cursor === undefined) {
-        const open = await store.open(clock.now() - this.#ttlMs, this.#o.maxEntries);
-        window.learn(open.rows);
-        learned += open.rows.length;
-        this.#cursor = open.cursor;
+      let cursor = this.#cursor;
+      const loading = cursor === undefined;
+      if (cursor === undefined) {
+        // Newest first, a page at a time; `after` follows on from the first page's snapshot.
+        const since = clock.now() - this.#ttlMs;
+        const max = this.#o.maxEntries;
+        const pageRows = this.#o.openPageRows ?? OPEN_PAGE_ROWS;
+        let open = await store.open(since, Math.min(pageRows, max));
+        const top = open.cursor;
+        for (;;) {
+          window.learn(open.rows);
+          learned += open.rows.length;
+          if (open.next === undefined || learned >= max) break;
+          open = await store.open(since, Math.min(pageRows, max - learned), open.next);
+        }
+        cursor = top;
+        this.#cursor = top;
       }
       this.#queue(window.takeNew());
       let sent = 0;
@@ -137,14 +156,16 @@ export class UniquenessExchange {
         this.#stats.sent += sent;
       }
       for (let page = 0; page < MAX_PAGES_A_ROUND; page++) {
-        const got = await store.after(this.#cursor, serverId, this.#page);
+        const got = await store.after(cursor, serverId, this.#page);
         if (got.rows.length > 0) window.learn(got.rows);
         learned += got.rows.length;
-        this.#cursor = got.cursor;
+        cursor = got.cursor;
+        this.#cursor = cursor;
         if (!got.more) break;
       }
       this.#stats.learned += learned;
-      await this.#prune();
+      // Not in the loading round, which a start waits for.
+      if (!loading) await this.#prune();
       return { sent, learned };
     } catch (err) {
       this.#stats.failed_rounds++;

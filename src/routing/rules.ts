@@ -53,7 +53,7 @@ export function normaliseFilters(filters: StreamFilters): StreamFilters {
   if (filters.rules !== undefined)
     out.rules = filters.rules.map((r) =>
       r.field === 'country'
-        ? { ...r, values: r.values.map((v) => (typeof v === 'string' ? v.toUpperCase() : v)) }
+        ? { ...r, values: [...new Set(r.values.map((v) => (typeof v === 'string' ? v.toUpperCase() : v)))] }
         : r,
     );
   return out;

@@ -319,14 +319,16 @@ export class RoutingService {
   }
 
   async createStream(body: StreamCreate): Promise<StreamRecord> {
-    const filters = normaliseFilters(body.filters ?? {});
+    const given = body.filters ?? {};
     const target = targetUrlField(body.target_url);
+    // Checked as sent (a problem names the value as typed, at its place), stored normalised.
     rejectIf([
       ...target.problems,
-      ...countryListProblems(filters.countries_include, '/filters/countries_include'),
-      ...countryListProblems(filters.countries_exclude, '/filters/countries_exclude'),
-      ...ruleProblems(filters),
+      ...countryListProblems(given.countries_include, '/filters/countries_include'),
+      ...countryListProblems(given.countries_exclude, '/filters/countries_exclude'),
+      ...ruleProblems(given),
     ]);
+    const filters = normaliseFilters(given);
     const flow = await this.#storage.flows.get(body.flow_id);
     if (flow === undefined) throw notFound('traffic flow', '/flow_id');
     const stream = await this.#storage.streams.create({
@@ -348,7 +350,6 @@ export class RoutingService {
 
   async updateStream(body: StreamUpdate): Promise<StreamRecord> {
     const { id, version, ...changes } = body;
-    if (changes.filters !== undefined) changes.filters = normaliseFilters(changes.filters);
     const target = changes.target_url === undefined ? undefined : targetUrlField(changes.target_url);
     rejectIf([
       ...(target?.problems ?? []),
@@ -356,6 +357,7 @@ export class RoutingService {
       ...countryListProblems(changes.filters?.countries_exclude, '/filters/countries_exclude'),
       ...ruleProblems(changes.filters),
     ]);
+    if (changes.filters !== undefined) changes.filters = normaliseFilters(changes.filters);
     if (target !== undefined) changes.target_url = target.url;
     const after = await this.#storage.streams.update(id, changes, version);
     if (after === undefined) throw this.#staleOrGone('stream', await this.#storage.streams.get(id), version);

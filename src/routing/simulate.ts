@@ -166,7 +166,7 @@ export async function simulate(deps: SimulatorDeps, input: SimulateInput): Promi
   if (flow.forwardQuery && input.query !== undefined)
     location = withForwardedQuery(
       location,
-      typeof input.query === 'string' ? input.query : stringifyQuery(input.query),
+      typeof input.query === 'string' ? asSent(input.query) : stringifyQuery(input.query),
     );
   return {
     outcome: bot ? 'bot' : 'redirect',
@@ -179,6 +179,12 @@ export async function simulate(deps: SimulatorDeps, input: SimulateInput): Promi
     reason: null,
   };
 }
+
+/**
+ * A query string as a browser sends it: what may not stand in a URL (spaces, non-ASCII) as UTF-8
+ * percent-escapes. /go only ever receives it so (raw non-ASCII in a request line is refused).
+ */
+const asSent = (query: string) => query.toWellFormed().replace(/[^\x21-\x7e]+/g, encodeURIComponent);
 
 /** Every active stream in the order the decision looks at them, with its verdict and why. */
 function explain(

@@ -174,7 +174,7 @@ export function targetUrlField(raw: string, path = '/target_url'): { url: string
 export function countryListProblems(list: readonly string[] | undefined, path: string): FieldProblem[] {
   if (list === undefined) return [];
   return list.flatMap((c, i) =>
-    isCountryCode(c)
+    isCountryCode(c.toUpperCase())
       ? []
       : [{ path: `${path}/${i}`, message: `"${c}" is not an ISO 3166-1 alpha-2 country code` }],
   );

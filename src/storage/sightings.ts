@@ -39,12 +39,22 @@ const AFTER = `
     WHERE seq > ? AND server_id <> ? ORDER BY seq LIMIT ?
   ) AS o ON 1 = 1`;
 
-const OPEN = `
-  SELECT t.top, o.flow_id, o.visitor_key, o.first_seen_at
+const openQuery = (paged: boolean) => `
+  SELECT t.top, o.seq, o.flow_id, o.visitor_key, o.first_seen_at
   FROM (SELECT COALESCE(MAX(seq), 0) AS top FROM click_sightings) AS t LEFT JOIN (
-    SELECT flow_id, visitor_key, first_seen_at FROM click_sightings
-    WHERE first_seen_at >= ? ORDER BY first_seen_at DESC LIMIT ?
+    SELECT seq, flow_id, visitor_key, first_seen_at FROM click_sightings
+    WHERE first_seen_at >= ?${paged ? ' AND (first_seen_at < ? OR (first_seen_at = ? AND seq < ?))' : ''}
+    ORDER BY first_seen_at DESC, seq DESC LIMIT ?
   ) AS o ON 1 = 1`;
+const OPEN_FIRST = openQuery(false);
+const OPEN_AFTER = openQuery(true);
+
+/** Where an `open` page ends: the last row's time (ISO) and seq. */
+function parseOpenCursor(cursor: string): [string, number] {
+  const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z)\|(\d{1,16})$/.exec(cursor);
+  if (m === null) throw new Error(`sightings: not an open() cursor: ${JSON.stringify(cursor)}`);
+  return [m[1]!, Number(m[2])];
+}
 
 function parseCursor(cursor: string): number {
   if (!/^\d{1,16}$/.test(cursor)) throw new Error(`sightings: not a cursor: ${JSON.stringify(cursor)}`);
@@ -52,6 +62,8 @@ function parseCursor(cursor: string): number {
 }
 
 const present = (r: Row) => r.flow_id !== null && r.flow_id !== undefined;
+/** A cursor's (time, seq) as the keyset condition's three parameters: time, time again, seq. */
+const withTie = ([at, seq]: [string, number]) => [at, at, seq];
 
 /** Where a SQLite node writes sightings instead of its own connection: its writer thread. */
 export interface SightingWriter {
@@ -90,12 +102,25 @@ export class SqlSightings implements SightingStore {
     });
   }
 
-  async open(since: number, limit: number): Promise<SightingPage> {
-    const rows = await this.#x.all(OPEN, [new Date(since).toISOString(), limit]);
+  /**
+   * The open windows, newest first a page at a time (`before`: the last page's `next`), each page
+   * oldest first: a starting node loads up to a million of them without holding them all at once.
+   */
+  async open(since: number, limit: number, before?: string): Promise<SightingPage> {
+    const from = new Date(since).toISOString();
+    const rows =
+      before === undefined
+        ? await this.#x.all(OPEN_FIRST, [from, limit])
+        : await this.#x.all(OPEN_AFTER, [from, ...withTie(parseOpenCursor(before)), limit]);
+    const found = rows.filter(present);
+    const last = found.at(-1);
     return {
-      rows: rows.filter(present).map(toSighting).reverse(),
+      rows: found.map(toSighting).reverse(),
       cursor: String(toNum(rows[0]!.top)),
       more: false,
+      ...(found.length === limit && last !== undefined
+        ? { next: `${toIso(last.first_seen_at)}|${toNum(last.seq)}` }
+        : {}),
     };
   }
 

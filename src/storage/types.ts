@@ -393,6 +393,11 @@ export interface SightingPage {
   cursor: string;
   /** A page was full: read again from `cursor` for the rest. */
   more: boolean;
+  /**
+   * `open` only: where the next page of older open windows starts (pass it as `before`); absent
+   * when this page was the last.
+   */
+  next?: string;
 }
 
 /**
@@ -407,7 +412,7 @@ export interface SightingStore {
    * Every node's sightings at or after `since` (epoch ms), the newest `limit` of them, oldest
    * first (a starting node's open windows), and a cursor for {@link after} to follow on from.
    */
-  open(since: number, limit: number): Promise<SightingPage>;
+  open(since: number, limit: number, before?: string): Promise<SightingPage>;
   /** Other nodes' sightings committed after `cursor`, at most `limit`, in commit order. */
   after(cursor: string, serverId: string, limit: number): Promise<SightingPage>;
   /** Deletes sightings first seen before `before` (epoch ms), in chunks; returns how many went. */

@@ -26,9 +26,11 @@ const HOUR = 3_600_000;
 const v = (name: string) => visitorKey(name, 'exchange-test');
 
 /** One node's share of uniqueness: its window and its exchange, on its own storage connection. */
-function nodeOf(name: string, storage: Storage, clock: ManualClock, maxEntries = 1000) {
+function nodeOf(name: string, storage: Storage, clock: ManualClock, maxEntries = 1000, openPageRows = 3) {
   const window = new UniquenessWindow({ clock, ttlHours: 24, maxEntries, share: true });
+  // Small pages: a start reads the open windows over several.
   const exchange = new UniquenessExchange({
+    openPageRows,
     window,
     store: storage.sightings,
     serverId: name,
@@ -120,6 +122,63 @@ for (const backend of BACKENDS) {
         assert.equal(a.window.check('f4', v('eve')), false, "stop() sends the node's last sightings");
       } finally {
         await third.close();
+      }
+    });
+
+    it('a start reads the open windows a page at a time, and no more than maxEntries of them, newest first', async () => {
+      // Eleven visitors a millisecond apart, three sharing one moment (a page may end inside it).
+      const at = clock.now();
+      for (let i = 0; i < 11; i++) {
+        if (i !== 4 && i !== 5) clock.advance(1);
+        assert.equal(a.window.check('f6', v(`p${i}`)), true);
+      }
+      await a.exchange.round();
+      const third = opened.reopen();
+      try {
+        const all = nodeOf('node-d', third, clock);
+        await all.exchange.start();
+        for (let i = 0; i < 11; i++) assert.equal(all.window.peek('f6', v(`p${i}`)), false, `p${i} loaded`);
+        // A bound under what is open: the newest ones (later visitors) are kept.
+        const newest = await third.sightings.open(at - 24 * HOUR, 8);
+        assert.equal(newest.next !== undefined, true, 'a full page says where the next starts');
+        const rest = await third.sightings.open(at - 24 * HOUR, 1000, newest.next);
+        const seen = [...rest.rows, ...newest.rows].map((r) => `${r.flow_id}/${r.visitor_key}`);
+        assert.equal(new Set(seen).size, seen.length, 'no row twice across pages');
+        const direct = await third.sightings.open(at - 24 * HOUR, 1000);
+        assert.deepEqual(
+          seen,
+          direct.rows.map((r) => `${r.flow_id}/${r.visitor_key}`),
+          'pages join into the whole, oldest first',
+        );
+      } finally {
+        await third.close();
+      }
+      const bounded = opened.reopen();
+      try {
+        const capped = nodeOf('node-f', bounded, clock, 4, 3);
+        await capped.exchange.start();
+        assert.equal(capped.window.peek('f6', v('p10')), false, 'the newest is loaded');
+        assert.equal(capped.window.peek('f6', v('p0')), true, 'beyond maxEntries: not loaded');
+      } finally {
+        await bounded.close();
+      }
+    });
+
+    it('a node that just started prunes at its first round after the start', async () => {
+      const count = async () =>
+        toNum((await opened.sql().all<{ n: unknown }>('SELECT COUNT(*) AS n FROM click_sightings'))[0]?.n);
+      await opened.storage.sightings.add('node-z', [
+        { flow_id: 'old', visitor_key: 1, first_seen_at: clock.now() - 30 * HOUR },
+      ]);
+      const again = opened.reopen();
+      try {
+        const fresh = nodeOf('node-g', again, clock);
+        await fresh.exchange.start();
+        const before = await count();
+        await fresh.exchange.round();
+        assert.equal(await count(), before - 1, 'a node restarted within the prune interval still prunes');
+      } finally {
+        await again.close();
       }
     });
 

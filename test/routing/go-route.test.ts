@@ -271,13 +271,30 @@ for (const backend of BACKENDS) {
         target_url: 'https://ok.test/',
         filters: {
           countries_include: ['de', 'DE', 'at'],
-          rules: [{ field: 'country', op: 'is_not', values: ['fr'] }],
+          rules: [{ field: 'country', op: 'is_not', values: ['fr', 'FR'] }],
         },
       });
       assert.deepEqual(lower.filters, {
         countries_include: ['DE', 'AT'],
         rules: [{ field: 'country', op: 'is_not', values: ['FR'] }],
       });
+      // A refusal names the value as sent, where it was sent.
+      const named = await call<{ error: { details: { path: string; message: string }[] } }>(
+        '/acp/streams/create',
+        {
+          flow_id: flow.id,
+          name: 'bad',
+          type: 'regular',
+          target_url: 'https://ok.test/',
+          filters: { countries_exclude: ['fr', 'FR', 'Fr', 'xx'] },
+        },
+        admin,
+        400,
+      );
+      assert.deepEqual(
+        named.error.details.map((d) => [d.path, d.message]),
+        [['/filters/countries_exclude/3', '"xx" is not an ISO 3166-1 alpha-2 country code']],
+      );
       await call(
         '/acp/streams/create',
         {

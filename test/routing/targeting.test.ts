@@ -311,6 +311,13 @@ for (const backend of BACKENDS) {
         await simulated({ slug: 'tgt-sim-query', user_agent: CHROME, query: { k: 'v w', m: ['1', '2'] } }),
         forwarded,
       );
+      // A query string typed as read (a space, a euro sign) goes as a browser would send it.
+      const euro = await went('tgt-sim-query?utm=%E2%82%AC%20x', {});
+      assert.deepEqual(euro, [302, 'https://q.test/p?a=1&utm=%E2%82%AC%20x#f']);
+      assert.deepEqual(
+        await simulated({ slug: 'tgt-sim-query', user_agent: CHROME, query: 'utm=€ x' }),
+        euro,
+      );
       // Nothing was looked at: the reason says why, and the trace names only streams.
       const unknown = await call<Simulation>('/acp/routing/simulate', { slug: 'tgt-no-such' });
       assert.deepEqual(
