@@ -322,7 +322,8 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     });
     audit.start();
     lifecycle.defer(() => audit.stop());
-    const acp = new AcpRouter(app, new Authenticator(config.acp.operators, storage.operators, clock), {
+    const authenticator = new Authenticator(config.acp.operators, storage.operators, clock);
+    const acp = new AcpRouter(app, authenticator, {
       limiter: authLimiter,
       audit,
     });
@@ -358,7 +359,10 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       telemetry,
       httpClient,
     });
-    registerOperatorRoutes(acp, new OperatorDirectory(config.acp.operators, storage.operators));
+    registerOperatorRoutes(
+      acp,
+      new OperatorDirectory(config.acp.operators, storage.operators, (name) => authenticator.forget(name)),
+    );
     registerAuditRoutes(acp, storage.audit);
     registerConsoleRoutes(acp, {
       telemetry,

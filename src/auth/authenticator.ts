@@ -39,9 +39,9 @@ export class Authenticator {
   /**
    * Stored operators this node has recently let in, by token hash: used only while the database
    * cannot be reached, so that an operator can still see the node's state (`db.status: down`
-   * included) during the outage it is there to diagnose. Every answer of the database replaces
-   * what is here (a revoked token is forgotten at its first check), so it never outlives a
-   * revocation the database could tell.
+   * included) during the outage it is there to diagnose — as a viewer, whatever its role, since a
+   * revocation made on another node cannot be known meanwhile. Every answer of the database
+   * replaces what is here, and a revocation made on this node forgets the operator at once.
    */
   readonly #lastKnown = new LRUCache<string, { principal: Principal; at: number }>({ max: 1000 });
 
@@ -71,7 +71,7 @@ export class Authenticator {
     } catch (err) {
       const known = this.#lastKnown.get(hex);
       if (err instanceof ApiError && err.code === 'db.unavailable' && known !== undefined) {
-        if (this.#clock.now() - known.at <= LAST_KNOWN_MS) return known.principal;
+        if (this.#clock.now() - known.at <= LAST_KNOWN_MS) return { ...known.principal, role: 'viewer' };
       }
       throw err;
     }
@@ -82,6 +82,12 @@ export class Authenticator {
     }
     this.#lastKnown.delete(hex);
     throw new ApiError('auth.unauthorized', 'The token is not valid.', { cause: 'unknown or revoked token' });
+  }
+
+  /** Forgets a stored operator this node let in (revoked here): an outage does not let it in again. */
+  forget(name: string): void {
+    for (const [hash, known] of this.#lastKnown.entries())
+      if (known.principal.name === name) this.#lastKnown.delete(hash);
   }
 
   /** Throws `auth.forbidden` when the principal's role is below `required`. */

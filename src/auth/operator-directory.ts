@@ -29,10 +29,17 @@ const conflict = (message: string, cause: string) => new ApiError('resource.conf
 export class OperatorDirectory {
   readonly #configured: readonly ConfiguredOperator[];
   readonly #store: OperatorStore;
+  readonly #onRevoked: (name: string) => void;
 
-  constructor(configured: readonly ConfiguredOperator[], store: OperatorStore) {
+  /** `onRevoked`: told the name of each operator revoked here (the authenticator forgets it). */
+  constructor(
+    configured: readonly ConfiguredOperator[],
+    store: OperatorStore,
+    onRevoked: (name: string) => void = () => {},
+  ) {
     this.#configured = configured;
     this.#store = store;
+    this.#onRevoked = onRevoked;
   }
 
   /** Configured operators first, then stored ones in creation order; revoked ones only when asked. */
@@ -101,7 +108,9 @@ export class OperatorDirectory {
       );
     }
     // Gone meanwhile (another admin revoked it first): as if it had never been there.
-    if (!(await this.#store.revoke(name))) {
+    const revoked = await this.#store.revoke(name);
+    this.#onRevoked(name);
+    if (!revoked) {
       throw new ApiError('resource.not_found', `No active operator named "${name}".`, {
         cause: `operator ${name} was revoked concurrently`,
       });

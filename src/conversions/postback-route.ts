@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AuthLimiter } from '../auth/index.ts';
 import { clickIdTime } from '../clicks/index.ts';
-import { ApiError } from '../errors/index.ts';
+import { ApiError, ERROR_CODES } from '../errors/index.ts';
 import { toApiError } from '../http/index.ts';
 import {
   type ClickRecord,
@@ -129,7 +129,9 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
     // (no answer, no record) from a real error, which a mapped error would hide (a 400 record).
     scope.setErrorHandler((err) => {
       const api = toApiError(err);
-      if (api.code !== 'request.unsupported_media_type') throw err;
+      // Only the registry's media-type refusal names JSON alone (a compressed body has its own).
+      if (api.code !== 'request.unsupported_media_type' || api.message !== ERROR_CODES[api.code].message)
+        throw err;
       throw new ApiError(api.code, POSTBACK_MEDIA_MESSAGE, { cause: err });
     });
     const handler = async (request: FastifyRequest): Promise<PostbackAnswer> => {

@@ -5,6 +5,7 @@ import {
   type ServerOptions,
   type ServerResponse,
 } from 'node:http';
+import type { Socket } from 'node:net';
 import { outcomeOf, type Recorder } from '../telemetry/index.ts';
 import { type CountryResolver, requestIdFrom } from './request-context.ts';
 
@@ -65,8 +66,26 @@ function waitForTurn(
   res: ServerResponse,
   handle: (req: IncomingMessage, res: ServerResponse) => void,
 ): void {
-  res.once('socket', () => handle(req, res));
+  const socket = req.socket;
+  if (socket.destroyed) return;
+  // Node stops reading a connection only when answers pile up unsent; waiting requests write
+  // nothing, so a client could queue hundreds of thousands behind one slow answer (a waiting
+  // postback) and freeze the node clearing them. No real client pipelines this deep.
+  const waiting = (waitingOn.get(socket) ?? 0) + 1;
+  if (waiting > MAX_WAITING) {
+    socket.destroy();
+    return;
+  }
+  waitingOn.set(socket, waiting);
+  res.once('socket', () => {
+    waitingOn.set(socket, (waitingOn.get(socket) ?? 1) - 1);
+    handle(req, res);
+  });
 }
+
+/** Requests one connection may have waiting for their turn; one more closes the connection. */
+export const MAX_WAITING = 64;
+const waitingOn = new WeakMap<Socket, number>();
 
 const kTrace = Symbol('sluice.trace');
 type Traced = IncomingMessage & { [kTrace]?: RequestTrace };

@@ -27,10 +27,16 @@ export function newRequestId(): string {
 
 const regionNames = new Intl.DisplayNames(['en'], { type: 'region', fallback: 'none' });
 /**
- * Codes ICU names that are not ISO 3166-1 countries (UK, EU, UN, the pseudo-regions XA/XB), and those that
- * mean "unknown" in GeoIP and CDN headers (Cloudflare's XX/T1, MaxMind's A1/A2/O1, ZZ).
+ * Codes ICU names that are not assigned ISO 3166-1 countries: groupings (UK, EU, EZ, UN, QO), the
+ * pseudo-regions XA/XB, codes withdrawn from the standard (SU, YU, ZR, …) and reserved ones (AC,
+ * IC, TA, …); and those that mean "unknown" in GeoIP and CDN headers (Cloudflare's XX/T1,
+ * MaxMind's A1/A2/O1, ZZ). XK (Kosovo) stays: user-assigned, but what GeoIP databases and CDNs send.
  */
-const NOT_COUNTRIES = new Set(['ZZ', 'UK', 'EU', 'EZ', 'UN', 'QO', 'XA', 'XB', 'XX', 'T1', 'A1', 'A2', 'O1']);
+const NOT_COUNTRIES = new Set([
+  ...['ZZ', 'UK', 'EU', 'EZ', 'UN', 'QO', 'XA', 'XB', 'XX', 'T1', 'A1', 'A2', 'O1'],
+  ...['AN', 'BU', 'CS', 'DD', 'DY', 'FX', 'HV', 'NH', 'RH', 'SU', 'TP', 'VD', 'YD', 'YU', 'ZR'],
+  ...['AC', 'CP', 'CQ', 'DG', 'EA', 'IC', 'TA'],
+]);
 
 /** True for an assigned ISO 3166-1 alpha-2 code, upper case. */
 export function isCountryCode(code: string): boolean {

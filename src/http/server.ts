@@ -52,12 +52,12 @@ function framingProblem(req: IncomingMessage): ApiError | undefined {
   const te = h['transfer-encoding'];
   if (te !== undefined && te.trim().toLowerCase() !== 'chunked')
     return new ApiError('validation.invalid_input', 'A request body may only be sent plain or chunked.');
-  const ce = h['content-encoding'];
-  if (
-    ce !== undefined &&
-    ce.trim().toLowerCase() !== 'identity' &&
-    (te !== undefined || h['content-length'] !== undefined)
-  )
+  // A list (two headers arrive joined by commas); `identity` and empty entries code nothing.
+  const coded = h['content-encoding']
+    ?.split(',')
+    .some((c) => !['', 'identity'].includes(c.trim().toLowerCase()));
+  const body = te !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0');
+  if (coded === true && body)
     return new ApiError(
       'request.unsupported_media_type',
       'A request body must not be compressed (Content-Encoding).',

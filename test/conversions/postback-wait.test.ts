@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { MAX_WAITING } from '../../src/http/fast-path.ts';
 import type { FlowRecord } from '../../src/storage/index.ts';
 import { newBatchId } from '../../src/storage/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
@@ -160,6 +161,40 @@ describe('a waiting postback and its client connection (SQLite)', () => {
       rows: [newClick({ click_id: id })],
     });
     assert.equal(await answer, 'HTTP/1.1 200 OK');
+  });
+
+  test('requests pipelined behind a waiting postback: a few wait their turn, a flood closes the connection', async () => {
+    // Waiting requests write nothing, so Node kept reading: 200k behind one waiting postback held
+    // ~1 GB and froze the node for tens of seconds clearing its queues.
+    const pipeline = (behind: number) =>
+      new Promise<{ statuses: string[]; closedByNode: boolean }>((resolve) => {
+        const s = connect(port, '127.0.0.1');
+        let out = '';
+        let closedByNode = false;
+        s.on('data', (d) => (out += d));
+        s.on('end', () => (closedByNode = true));
+        s.on('error', () => {});
+        s.on('close', () =>
+          resolve({ statuses: [...out.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]!), closedByNode }),
+        );
+        let req = `GET /postback?click_id=${madeUp(Date.now(), `deep${behind}`)}&txid=d HTTP/1.1\r\nhost: x\r\n\r\n`;
+        for (let i = 0; i < behind; i++) req += 'GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n';
+        s.write(req);
+        setTimeout(() => s.end(), 4500).unref();
+      });
+    const few = await pipeline(5);
+    assert.deepEqual(
+      few.statuses,
+      ['404', '200', '200', '200', '200', '200'],
+      'answered in order after the wait',
+    );
+    const flood = await pipeline(MAX_WAITING + 200);
+    assert.ok(flood.closedByNode, 'the node closed the connection');
+    assert.deepEqual(flood.statuses, [], 'nothing was answered on it');
+    const started = Date.now();
+    const res = await fetch(`${t.url}/healthz`);
+    assert.equal(res.status, 200);
+    assert.ok(Date.now() - started < 2000, 'and the node answers others at once');
   });
 
   test('many pipelined waiting postbacks on one keep-alive socket leave no listener warning', async () => {

@@ -565,6 +565,34 @@ describe('hostile input', () => {
       plain.answers.map((a) => a.status),
       [200],
     );
+    // Codings as a list (two headers), an empty one, and a coding with no body: nothing coded.
+    const head = `POST /acp/system/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nContent-Type: application/json\r\nConnection: close\r\n`;
+    for (const [label, extra, body] of [
+      [
+        'identity twice',
+        'Content-Encoding: identity\r\nContent-Encoding: identity\r\nContent-Length: 2\r\n',
+        '{}',
+      ],
+      ['an empty coding', 'Content-Encoding:\r\nContent-Length: 2\r\n', '{}'],
+      ['gzip with no body', 'Content-Encoding: gzip\r\nContent-Length: 0\r\n', ''],
+    ] as const) {
+      const x = await exchange(port, `${head}${extra}\r\n${body}`);
+      assert.deepEqual(
+        x.answers.map((a) => a.status),
+        [200],
+        label,
+      );
+    }
+    // /postback's own 415 (which names forms) is for a media type, not for a compressed body.
+    const postback = await exchange(
+      port,
+      'POST /postback HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}',
+    );
+    assert.deepEqual(
+      postback.answers.map((a) => a.status),
+      [415],
+    );
+    assert.match(postback.answers[0]!.body, /must not be compressed/);
   });
 
   test('an HTTP/1.1 request without Host gets the contract 400 with ids and one record', async () => {
