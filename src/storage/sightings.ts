@@ -43,7 +43,7 @@ const openQuery = (paged: boolean) => `
   SELECT t.top, o.seq, o.flow_id, o.visitor_key, o.first_seen_at
   FROM (SELECT COALESCE(MAX(seq), 0) AS top FROM click_sightings) AS t LEFT JOIN (
     SELECT seq, flow_id, visitor_key, first_seen_at FROM click_sightings
-    WHERE first_seen_at >= ?${paged ? ' AND (first_seen_at < ? OR (first_seen_at = ? AND seq < ?))' : ''}
+    WHERE first_seen_at >= ?${paged ? ' AND (first_seen_at, seq) < (?, ?)' : ''}
     ORDER BY first_seen_at DESC, seq DESC LIMIT ?
   ) AS o ON 1 = 1`;
 const OPEN_FIRST = openQuery(false);
@@ -62,8 +62,6 @@ function parseCursor(cursor: string): number {
 }
 
 const present = (r: Row) => r.flow_id !== null && r.flow_id !== undefined;
-/** A cursor's (time, seq) as the keyset condition's three parameters: time, time again, seq. */
-const withTie = ([at, seq]: [string, number]) => [at, at, seq];
 
 /** Where a SQLite node writes sightings instead of its own connection: its writer thread. */
 export interface SightingWriter {
@@ -111,7 +109,7 @@ export class SqlSightings implements SightingStore {
     const rows =
       before === undefined
         ? await this.#x.all(OPEN_FIRST, [from, limit])
-        : await this.#x.all(OPEN_AFTER, [from, ...withTie(parseOpenCursor(before)), limit]);
+        : await this.#x.all(OPEN_AFTER, [from, ...parseOpenCursor(before), limit]);
     const found = rows.filter(present);
     const last = found.at(-1);
     return {
