@@ -83,6 +83,21 @@ function waitForTurn(
   });
 }
 
+/**
+ * Serves a request when its turn on the connection comes (see {@link waitForTurn}); one parsed
+ * after an answer that ended the connection is dropped: nothing could answer it, so nothing runs.
+ * Every request the server takes goes through here, the ones Node's own events hand over too.
+ */
+export function inTurn(
+  req: IncomingMessage,
+  res: ServerResponse,
+  serve: (req: IncomingMessage, res: ServerResponse) => void,
+): void {
+  const socket = res.socket;
+  if (socket === null) waitForTurn(req, res, (rq, rs) => inTurn(rq, rs, serve));
+  else if (!socket.writableEnded) serve(req, res);
+}
+
 /** Requests one connection may have waiting for their turn; one more closes the connection. */
 export const MAX_WAITING = 64;
 const waitingOn = new WeakMap<Socket, number>();
@@ -143,15 +158,10 @@ export class FrontDoor {
 
   /** fastify's `serverFactory`: the server fastify would have made, with the front door in it. */
   server(fastify: (req: IncomingMessage, res: ServerResponse) => void, opts: FactoryOptions): Server {
-    const handle = (req: IncomingMessage, res: ServerResponse) => {
-      if (res.socket === null) {
-        waitForTurn(req, res, handle);
-        return;
-      }
-      // Parsed after an answer that ended the connection: nothing can answer it, so nothing runs.
-      if (res.socket.writableEnded) return;
+    const dispatch = (req: IncomingMessage, res: ServerResponse) => {
       if (req.method !== 'GET' || this.#closing || !this.#answer(req, res)) fastify(req, res);
     };
+    const handle = (req: IncomingMessage, res: ServerResponse) => inTurn(req, res, dispatch);
     // `opts.http` carries Node's `optimizeEmptyRequests` (see createServer and its preParsing hook).
     const server = createHttpServer(opts.http ?? {}, handle);
     // `Expect: 100-continue` (with this listener Node no longer sends `100 Continue` itself): a body

@@ -10,6 +10,7 @@ import type { Duplex } from 'node:stream';
 import { ApiError, type ErrorCode } from '../errors/index.ts';
 import { CLIENT_ERROR, type Logger, outcomeOf, type Recorder } from '../telemetry/index.ts';
 import { describeApiError } from './error-reply.ts';
+import { inTurn } from './fast-path.ts';
 import { type CountryResolver, newRequestId, requestIdFrom } from './request-context.ts';
 
 /** What Node keeps on a server connection that this module reads (not in Node's types). */
@@ -53,16 +54,20 @@ export class Refusals {
   /** Takes over the requests Node would answer itself (its `checkExpectation` and `connect` events). */
   attach(server: Server): void {
     // With a listener, Node neither answers 417 nor dispatches the request to fastify.
-    server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
-      this.#answerOn(
-        res,
-        req,
-        new ApiError('request.expectation_failed', 'Only "Expect: 100-continue" is supported.', {
-          cause: 'an Expect other than 100-continue',
-        }),
-      );
-      this.#unmatched.record(0, CLIENT_ERROR);
-    });
+    // In its turn, as every request: behind an answer that closed the connection it is not answered,
+    // so it is neither logged nor counted.
+    server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) =>
+      inTurn(req, res, () => {
+        this.#answerOn(
+          res,
+          req,
+          new ApiError('request.expectation_failed', 'Only "Expect: 100-continue" is supported.', {
+            cause: 'an Expect other than 100-continue',
+          }),
+        );
+        this.#unmatched.record(0, CLIENT_ERROR);
+      }),
+    );
     server.on('connect', (req: IncomingMessage, socket: Duplex) => {
       // Node hands the socket over without its error listener: a client reset must not throw.
       socket.on('error', () => {});

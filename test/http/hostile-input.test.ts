@@ -530,6 +530,20 @@ describe('hostile input', () => {
     await new Promise((r) => setTimeout(r, 200));
     assert.equal((await flows()).filter((f) => f.slug === 'behind-close').length, 0, 'nothing was created');
     assert.equal(t.logs.apiErrors('behind-close-404').length, 0, 'no record for an answer never sent');
+    // Node hands an unknown Expect to an event of its own: behind a closing answer, it too is not run.
+    const unmatched = errorsOf('__unmatched__');
+    const expect = await exchange(
+      port,
+      `POST /acp/streams/list HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nContent-Type: application/json\r\nContent-Length: 1\r\n\r\n{` +
+        'GET /go/fuzz HTTP/1.1\r\nHost: x\r\nExpect: bogus\r\nX-Request-Id: behind-close-417\r\n\r\n',
+    );
+    assert.deepEqual(
+      expect.answers.map((a) => a.status),
+      [400],
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(t.logs.apiErrors('behind-close-417').length, 0, 'no record for the 417 never sent');
+    assert.equal(errorsOf('__unmatched__'), unmatched, 'nor a count');
     // Pipelined requests that close nothing are all answered, in order.
     const ok = await exchange(
       port,
