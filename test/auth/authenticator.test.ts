@@ -4,8 +4,8 @@ import { Authenticator, createOperator, LAST_KNOWN_MS, OperatorDirectory } from 
 import { ApiError } from '../../src/errors/index.ts';
 import { openPostgres, type Storage } from '../../src/storage/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
-import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
-import { TcpProxy } from '../helpers/tcp-proxy.ts';
+import { dropSchema, pgAvailable, pgBehindProxy, testSchema } from '../helpers/postgres.ts';
+import type { TcpProxy } from '../helpers/tcp-proxy.ts';
 
 const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
 
@@ -24,12 +24,9 @@ describe('stored operators while the database cannot be reached', { skip }, () =
   let storage: Storage;
   let auth: Authenticator;
   before(async () => {
-    const db = new URL(PG_URL);
-    proxy = new TcpProxy(db.hostname, Number(db.port || 5432));
-    await proxy.start();
-    const via = new URL(PG_URL);
-    via.port = String(proxy.port);
-    storage = openPostgres({ url: via.toString(), poolMax: 2, schema, queryTimeoutMs: 2000, clock });
+    let url: string;
+    ({ proxy, url } = await pgBehindProxy());
+    storage = openPostgres({ url, poolMax: 2, schema, queryTimeoutMs: 2000, clock });
     await storage.migrate();
     auth = new Authenticator([], storage.operators, clock);
   });

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { TcpProxy } from './tcp-proxy.ts';
 
 /** The PostgreSQL the tests use: `SLUICE_TEST_PG_URL`, else the local server on 127.0.0.1:5432. */
 export const PG_URL = process.env.SLUICE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -29,6 +30,19 @@ export function pgAvailable(): Promise<boolean> {
     }
   })();
   return reachable;
+}
+
+/**
+ * A TCP proxy started in front of the test PostgreSQL, and the URL that goes through it: take the
+ * proxy down to cut every connection as an outage would (`proxy.up()` brings it back).
+ */
+export async function pgBehindProxy(): Promise<{ proxy: TcpProxy; url: string }> {
+  const db = new URL(PG_URL);
+  const proxy = new TcpProxy(db.hostname, Number(db.port || 5432));
+  await proxy.start();
+  const via = new URL(PG_URL);
+  via.port = String(proxy.port);
+  return { proxy, url: via.toString() };
 }
 
 /** A fresh schema name for one test; drop it with {@link dropSchema}. */

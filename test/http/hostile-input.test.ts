@@ -441,6 +441,19 @@ describe('hostile input', () => {
         '/acp/system/metrics',
       ],
       [
+        // The parser takes it as chunked and would hand over the gzip bytes as the body.
+        'Transfer-Encoding: gzip, chunked',
+        `POST /acp/system/metrics HTTP/1.1\r\n${authed}Transfer-Encoding: gzip, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`,
+        400,
+        '/acp/system/metrics',
+      ],
+      [
+        'Content-Encoding: gzip (nothing here decodes it)',
+        `POST /acp/system/metrics HTTP/1.1\r\n${authed}Transfer-Encoding: chunked\r\nContent-Encoding: gzip\r\n\r\n2\r\n{}\r\n0\r\n\r\n`,
+        415,
+        '/acp/system/metrics',
+      ],
+      [
         'a bad chunk size on an unmatched path',
         'POST /no/such/path HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n',
         400,
@@ -555,22 +568,9 @@ describe('hostile input', () => {
     );
   });
 
-  test('a body in a transfer or content coding Sluice does not decode is refused, and the connection closed', async () => {
+  test('a body in identity coding, or none, is served; /postback keeps its compressed-body message', async () => {
     const chunked = (te: string, extra = '') =>
       `POST /acp/system/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${admin}\r\nContent-Type: application/json\r\nTransfer-Encoding: ${te}\r\n${extra}\r\n2\r\n{}\r\n0\r\n\r\n`;
-    for (const [label, request, status] of [
-      ['gzip, chunked', chunked('gzip, chunked'), 400],
-      ['Content-Encoding: gzip', chunked('chunked', 'Content-Encoding: gzip\r\n'), 415],
-    ] as const) {
-      const x = await exchange(port, request);
-      assert.deepEqual(
-        x.answers.map((a) => a.status),
-        [status],
-        label,
-      );
-      assertContract(label, x.answers);
-      assert.ok(x.closedByNode, `${label}: closed`);
-    }
     const plain = await exchange(
       port,
       chunked('Chunked', 'Content-Encoding: identity\r\nConnection: close\r\n'),

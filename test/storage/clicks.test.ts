@@ -13,6 +13,7 @@ import {
   type Storage,
   WRITER_CLICK_BATCH_MAX_ROWS,
 } from '../../src/storage/index.ts';
+import { ROLLUP_COLUMNS } from '../../src/storage/reports.ts';
 import { type SqlExecutor, toIso, toNum } from '../../src/storage/sql.ts';
 import { flowInput, newClick, streamInput } from '../helpers/records.ts';
 import { BATCH_BACKENDS, type Opened } from './backends.ts';
@@ -192,17 +193,7 @@ for (const backend of BATCH_BACKENDS) {
         });
       });
       await storage.clicks.insertBatch({ id: newBatchId(), server_id: 'n1', rows });
-      const KEY = [
-        'hour',
-        'flow_id',
-        'stream_id',
-        'country',
-        'device_type',
-        'os',
-        'browser',
-        'language',
-        'outcome',
-      ];
+      const KEY = ['hour', ...ROLLUP_COLUMNS];
       const stored = await sql.all<Record<string, unknown>>(
         `SELECT ${KEY.join(', ')}, clicks, uniques, bots, no_match, cost_micros FROM report_hours WHERE flow_id LIKE 'sums%'`,
       );

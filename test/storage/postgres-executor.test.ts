@@ -6,8 +6,8 @@ import { openPostgres } from '../../src/storage/index.ts';
 import { PostgresExecutor } from '../../src/storage/postgres-executor.ts';
 import { QueryStats } from '../../src/storage/query-stats.ts';
 import { systemClock } from '../../src/time/index.ts';
-import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
-import { TcpProxy } from '../helpers/tcp-proxy.ts';
+import { dropSchema, PG_URL, pgAvailable, pgBehindProxy, testSchema } from '../helpers/postgres.ts';
+import type { TcpProxy } from '../helpers/tcp-proxy.ts';
 
 const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
 
@@ -16,12 +16,9 @@ describe('PostgreSQL executor when the connection dies', { skip }, () => {
   let pool: pg.Pool;
   let exec: PostgresExecutor;
   before(async () => {
-    const db = new URL(PG_URL);
-    proxy = new TcpProxy(db.hostname, Number(db.port || 5432));
-    await proxy.start();
-    const via = new URL(PG_URL);
-    via.port = String(proxy.port);
-    pool = new pg.Pool({ connectionString: via.toString(), max: 2, connectionTimeoutMillis: 2000 });
+    let url: string;
+    ({ proxy, url } = await pgBehindProxy());
+    pool = new pg.Pool({ connectionString: url, max: 2, connectionTimeoutMillis: 2000 });
     pool.on('error', () => {}); // idle clients: the pool's own concern, as in openPostgres
     exec = new PostgresExecutor(pool, new QueryStats(systemClock));
   });
@@ -75,14 +72,10 @@ describe('PostgreSQL executor when the connection dies', { skip }, () => {
 
 describe('PostgreSQL behind a partition (no reset ever arrives)', { skip }, () => {
   test('a statement with no answer fails with db.unavailable after query_timeout_ms', async () => {
-    const db = new URL(PG_URL);
-    const proxy = new TcpProxy(db.hostname, Number(db.port || 5432));
-    await proxy.start();
-    const via = new URL(PG_URL);
-    via.port = String(proxy.port);
+    const { proxy, url } = await pgBehindProxy();
     const schema = testSchema();
     const store = openPostgres({
-      url: via.toString(),
+      url,
       poolMax: 2,
       schema,
       queryTimeoutMs: 400,
