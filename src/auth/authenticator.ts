@@ -44,6 +44,8 @@ export class Authenticator {
    * replaces what is here, and a revocation made on this node forgets the operator at once.
    */
   readonly #lastKnown = new LRUCache<string, { principal: Principal; at: number }>({ max: 1000 });
+  /** Revocations forgotten here so far: a look-up under way while one happens does not remember its answer. */
+  #forgotten = 0;
 
   constructor(configured: readonly ConfiguredOperator[], store: OperatorStore, clock: Clock) {
     this.#configured = configured.map((o) => ({ ...o, token_sha256: o.token_sha256.toLowerCase() }));
@@ -65,6 +67,7 @@ export class Authenticator {
     }
     if (match) return { name: match.name, role: match.role, source: 'config' };
     const hex = digest.toString('hex');
+    const forgotten = this.#forgotten;
     let stored: Awaited<ReturnType<OperatorStore['findActiveByTokenHash']>>;
     try {
       stored = await this.#store.findActiveByTokenHash(hex);
@@ -77,7 +80,8 @@ export class Authenticator {
     }
     if (stored) {
       const principal: Principal = { name: stored.name, role: stored.role, source: 'storage' };
-      this.#lastKnown.set(hex, { principal, at: this.#clock.now() });
+      // Read before a revocation made here meanwhile: let in this once, not remembered.
+      if (this.#forgotten === forgotten) this.#lastKnown.set(hex, { principal, at: this.#clock.now() });
       return principal;
     }
     this.#lastKnown.delete(hex);
@@ -86,6 +90,7 @@ export class Authenticator {
 
   /** Forgets a stored operator this node let in (revoked here): an outage does not let it in again. */
   forget(name: string): void {
+    this.#forgotten++;
     for (const [hash, known] of this.#lastKnown.entries())
       if (known.principal.name === name) this.#lastKnown.delete(hash);
   }

@@ -132,11 +132,12 @@ export class UniquenessExchange {
       let cursor = this.#cursor;
       const loading = cursor === undefined;
       if (cursor === undefined) {
-        // Newest first, a page at a time; `after` follows on from the first page's snapshot.
+        // Oldest first, as the window keeps its entries (each ends after the one before), from
+        // where only the newest maxEntries remain; `after` follows on from the first page's snapshot.
         const since = clock.now() - this.#ttlMs;
         const max = this.#o.maxEntries;
         const pageRows = this.#o.openPageRows ?? OPEN_PAGE_ROWS;
-        let open = await store.open(since, Math.min(pageRows, max));
+        let open = await store.open(since, Math.min(pageRows, max), await store.openStart(since, max));
         const top = open.cursor;
         for (;;) {
           window.learn(open.rows);

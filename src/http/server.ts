@@ -56,7 +56,8 @@ function framingProblem(req: IncomingMessage): ApiError | undefined {
   const coded = h['content-encoding']
     ?.split(',')
     .some((c) => !['', 'identity'].includes(c.trim().toLowerCase()));
-  const body = te !== undefined || (h['content-length'] !== undefined && h['content-length'] !== '0');
+  // Node has checked Content-Length is digits (00 and 0 are both no body).
+  const body = te !== undefined || Number(h['content-length'] ?? 0) > 0;
   if (coded === true && body)
     return new ApiError(
       'request.unsupported_media_type',

@@ -43,11 +43,14 @@ const openQuery = (paged: boolean) => `
   SELECT t.top, o.seq, o.flow_id, o.visitor_key, o.first_seen_at
   FROM (SELECT COALESCE(MAX(seq), 0) AS top FROM click_sightings) AS t LEFT JOIN (
     SELECT seq, flow_id, visitor_key, first_seen_at FROM click_sightings
-    WHERE first_seen_at >= ?${paged ? ' AND (first_seen_at, seq) < (?, ?)' : ''}
-    ORDER BY first_seen_at DESC, seq DESC LIMIT ?
+    WHERE ${paged ? '(first_seen_at, seq) > (?, ?)' : 'first_seen_at >= ?'}
+    ORDER BY first_seen_at, seq LIMIT ?
   ) AS o ON 1 = 1`;
 const OPEN_FIRST = openQuery(false);
 const OPEN_AFTER = openQuery(true);
+/** The newest open window beyond those to keep: loading starts after it. */
+const OPEN_CUTOFF = `SELECT first_seen_at, seq FROM click_sightings WHERE first_seen_at >= ?
+  ORDER BY first_seen_at DESC, seq DESC LIMIT 1 OFFSET ?`;
 
 /** Where an `open` page ends: the last row's time (ISO) and seq. */
 function parseOpenCursor(cursor: string): [string, number] {
@@ -62,6 +65,7 @@ function parseCursor(cursor: string): number {
 }
 
 const present = (r: Row) => r.flow_id !== null && r.flow_id !== undefined;
+const cursorOf = (r: Row) => `${toIso(r.first_seen_at)}|${toNum(r.seq)}`;
 
 /** Where a SQLite node writes sightings instead of its own connection: its writer thread. */
 export interface SightingWriter {
@@ -101,25 +105,32 @@ export class SqlSightings implements SightingStore {
   }
 
   /**
-   * The open windows, newest first a page at a time (`before`: the last page's `next`), each page
-   * oldest first: a starting node loads up to a million of them without holding them all at once.
+   * The open windows oldest first, a page at a time (`after`: the last page's `next`, or where
+   * {@link openStart} says to begin): in the order a window's entries must be learned (each ends
+   * after the one before), without holding a million rows at once.
    */
-  async open(since: number, limit: number, before?: string): Promise<SightingPage> {
+  async open(since: number, limit: number, after?: string): Promise<SightingPage> {
     const from = new Date(since).toISOString();
     const rows =
-      before === undefined
+      after === undefined
         ? await this.#x.all(OPEN_FIRST, [from, limit])
-        : await this.#x.all(OPEN_AFTER, [from, ...parseOpenCursor(before), limit]);
+        : // A cursor is a row at or after `since` (the last page's, or openStart's): the row value
+          // alone bounds the index range (with `since` beside it, SQLite walked from `since` each page).
+          await this.#x.all(OPEN_AFTER, [...parseOpenCursor(after), limit]);
     const found = rows.filter(present);
     const last = found.at(-1);
     return {
-      rows: found.map(toSighting).reverse(),
+      rows: found.map(toSighting),
       cursor: String(toNum(rows[0]!.top)),
       more: false,
-      ...(found.length === limit && last !== undefined
-        ? { next: `${toIso(last.first_seen_at)}|${toNum(last.seq)}` }
-        : {}),
+      ...(found.length === limit && last !== undefined ? { next: cursorOf(last) } : {}),
     };
+  }
+
+  /** Where to start {@link open} to get only the newest `keep` open windows; undefined: from the oldest. */
+  async openStart(since: number, keep: number): Promise<string | undefined> {
+    const [row] = await this.#x.all(OPEN_CUTOFF, [new Date(since).toISOString(), keep]);
+    return row === undefined ? undefined : cursorOf(row);
   }
 
   async after(cursor: string, serverId: string, limit: number): Promise<SightingPage> {

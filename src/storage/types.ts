@@ -394,8 +394,8 @@ export interface SightingPage {
   /** A page was full: read again from `cursor` for the rest. */
   more: boolean;
   /**
-   * `open` only: where the next page of older open windows starts (pass it as `before`); absent
-   * when this page was the last.
+   * `open` only: where the next page of open windows starts (pass it as `after`); absent when
+   * this page was the last.
    */
   next?: string;
 }
@@ -409,10 +409,13 @@ export interface SightingStore {
   /** Adds this node's sightings in one statement; returns how many. */
   add(serverId: string, rows: readonly Sighting[]): Promise<number>;
   /**
-   * Every node's sightings at or after `since` (epoch ms), the newest `limit` of them, oldest
-   * first (a starting node's open windows), and a cursor for {@link after} to follow on from.
+   * Every node's sightings at or after `since` (epoch ms), oldest first, `limit` of them from
+   * `after` (a starting node's open windows, a page at a time), and a cursor for {@link after} to
+   * follow on from.
    */
-  open(since: number, limit: number, before?: string): Promise<SightingPage>;
+  open(since: number, limit: number, after?: string): Promise<SightingPage>;
+  /** Where to start `open` so that only the newest `keep` open windows come; undefined: from the oldest. */
+  openStart(since: number, keep: number): Promise<string | undefined>;
   /** Other nodes' sightings committed after `cursor`, at most `limit`, in commit order. */
   after(cursor: string, serverId: string, limit: number): Promise<SightingPage>;
   /** Deletes sightings first seen before `before` (epoch ms), in chunks; returns how many went. */

@@ -48,6 +48,12 @@ describe('stored operators while the database cannot be reached', { skip }, () =
     const directory = new OperatorDirectory([], storage.operators, (name) => auth.forget(name));
     await directory.revoke('gone-here', { name: 'kept', role: 'admin', source: 'storage' });
 
+    // A look-up under way when a revocation is made here lets its request in but is not remembered.
+    const racing = await createOperator(storage.operators, 'racing', 'admin');
+    const underWay = auth.authenticate(`Bearer ${racing.token}`);
+    auth.forget('racing');
+    assert.equal((await underWay).name, 'racing');
+
     await proxy.down();
     try {
       // A viewer, whatever its role: a revocation on another node cannot be known meanwhile.
@@ -60,6 +66,7 @@ describe('stored operators while the database cannot be reached', { skip }, () =
         [revoked, 'revoked and checked since'],
         [revokedHere, 'revoked on this node'],
         [unseen, 'never seen'],
+        [racing, 'revoked while its look-up was under way'],
       ] as const)
         assert.equal(await codeOf(auth.authenticate(`Bearer ${op.token}`)), 'db.unavailable', why);
       clock.advance(LAST_KNOWN_MS + 1);

@@ -589,6 +589,7 @@ describe('hostile input', () => {
       ],
       ['an empty coding', 'Content-Encoding:\r\nContent-Length: 2\r\n', '{}'],
       ['gzip with no body', 'Content-Encoding: gzip\r\nContent-Length: 0\r\n', ''],
+      ['gzip with no body, its length 00', 'Content-Encoding: gzip\r\nContent-Length: 00\r\n', ''],
     ] as const) {
       const x = await exchange(port, `${head}${extra}\r\n${body}`);
       assert.deepEqual(

@@ -76,8 +76,16 @@ for (const backend of BATCH_BACKENDS) {
         ['o/2', 'o/3', 'o/4'],
         'first_seen_at >= since only, oldest first',
       );
-      const newest = await storage.sightings.open(S, 2);
-      assert.deepEqual(keys(newest.rows), ['o/3', 'o/4']);
+      // Only the newest two: open from where openStart says, still oldest first.
+      const newest = await storage.sightings.open(S, 1000, await storage.sightings.openStart(S, 2));
+      assert.deepEqual(keys(newest.rows.filter((r) => r.flow_id === 'o')), ['o/3', 'o/4']);
+      assert.equal(await storage.sightings.openStart(S, 1000), undefined, 'fewer than kept: from the oldest');
+      // A page at a time, oldest first, each page after the last one's `next`.
+      const first = await storage.sightings.open(S, 2);
+      assert.deepEqual(keys(first.rows), ['o/2', 'o/3']);
+      const second = await storage.sightings.open(S, 2, first.next);
+      assert.deepEqual(keys(second.rows), ['o/4']);
+      assert.equal(second.next, undefined);
       assert.deepEqual((await storage.sightings.after(all.cursor, 'node-c', 100)).rows, []);
       await storage.sightings.add('node-a', [seen('o', 5, S + 30)]);
       assert.deepEqual(keys((await storage.sightings.after(all.cursor, 'node-c', 100)).rows), ['o/5']);
