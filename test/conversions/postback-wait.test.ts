@@ -5,9 +5,8 @@ import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MAX_WAITING } from '../../src/http/fast-path.ts';
-import type { FlowRecord } from '../../src/storage/index.ts';
 import { newBatchId } from '../../src/storage/index.ts';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { flowWithDefault, startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
 import { newClick } from '../helpers/records.ts';
 
@@ -48,23 +47,13 @@ describe('postbacks waiting on another node (two nodes, PostgreSQL)', { skip: sk
   const schema = testSchema();
   let a: TestNode;
   let b: TestNode;
-  let flow: FlowRecord;
   // A flush interval long enough that node a only writes when the test says so.
   const yaml = (id: string) => `app:\n  server:\n    id: ${id}\nclicks:\n  flush_interval_ms: 10000\n`;
   before(async () => {
     a = await startTestNode({ postgres: { schema }, yaml: yaml('rb-a') });
     b = await startTestNode({ postgres: { schema }, yaml: yaml('rb-b') });
     const token = await a.token('admin');
-    const res = await a.acp('/acp/traffic-flows/create', token, { slug: 'rbw', name: 'rbw' });
-    flow = (await res.json()) as FlowRecord;
-    await (
-      await a.acp('/acp/streams/create', token, {
-        flow_id: flow.id,
-        name: 'all',
-        type: 'default',
-        target_url: 'https://x.test/',
-      })
-    ).arrayBuffer();
+    await flowWithDefault(a, token, 'rbw', 'https://x.test/');
   });
   after(async () => {
     await b.close();

@@ -5,6 +5,7 @@ import type { DestinationStream } from 'pino';
 import { createOperator } from '../../src/auth/index.ts';
 import type { Role } from '../../src/config/index.ts';
 import { type SluiceNode, type StartOptions, startNode } from '../../src/main.ts';
+import type { FlowRecord } from '../../src/storage/index.ts';
 import { dropSchema, PG_URL, testSchema } from './postgres.ts';
 
 /** Captures the JSON log lines a node writes, parsed, plus the raw text for secret scans. */
@@ -38,6 +39,29 @@ export interface TestNode {
     headers?: Record<string, string>,
   ): Promise<Response>;
   close(): Promise<void>;
+}
+
+/**
+ * A flow with one default stream to `target`, created over the ACP as an admin would: the setup of
+ * every test that only needs a slug that redirects. Fails the test when the node refuses either.
+ */
+export async function flowWithDefault(
+  t: TestNode,
+  admin: string,
+  slug: string,
+  target = 'https://example.com/',
+): Promise<FlowRecord> {
+  const res = await t.acp('/acp/traffic-flows/create', admin, { slug, name: slug });
+  if (res.status !== 200) throw new Error(`flow ${slug}: ${res.status} ${await res.text()}`);
+  const flow = (await res.json()) as FlowRecord;
+  const stream = await t.acp('/acp/streams/create', admin, {
+    flow_id: flow.id,
+    name: 'default',
+    type: 'default',
+    target_url: target,
+  });
+  if (stream.status !== 200) throw new Error(`stream of ${slug}: ${stream.status} ${await stream.text()}`);
+  return flow;
 }
 
 let seq = 0;

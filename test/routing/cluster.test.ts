@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { type CliNode, startCli } from '../helpers/cli.ts';
-import { startTestNode } from '../helpers/node.ts';
+import { flowWithDefault, startTestNode } from '../helpers/node.ts';
 import { dropSchema, PG_URL, pgAvailable, routingListeners, testSchema } from '../helpers/postgres.ts';
 import { TcpProxy } from '../helpers/tcp-proxy.ts';
 import { until } from '../helpers/until.ts';
@@ -95,17 +95,7 @@ describe('PostgreSQL down and back', { skip }, () => {
     });
     try {
       const admin = await t.token('admin');
-      const flow = (await (
-        await t.acp('/acp/traffic-flows/create', admin, { slug: 'resilient', name: 'r' })
-      ).json()) as FlowRecord;
-      await (
-        await t.acp('/acp/streams/create', admin, {
-          flow_id: flow.id,
-          name: 'd',
-          type: 'default',
-          target_url: 'https://up.test/',
-        })
-      ).arrayBuffer();
+      const flow = await flowWithDefault(t, admin, 'resilient', 'https://up.test/');
       const click = async () => {
         const res = await fetch(`${t.url}/go/resilient`, { redirect: 'manual', headers: PERSON });
         await res.arrayBuffer();

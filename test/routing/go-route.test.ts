@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { flowWithDefault, startTestNode, type TestNode } from '../helpers/node.ts';
 import { seeded } from '../helpers/random.ts';
 import { USER_AGENTS } from '../helpers/user-agents.ts';
 import { BACKENDS } from '../storage/backends.ts';
@@ -563,17 +563,7 @@ describe('graceful stop persists every counted click', () => {
   test('N clicks, stop, reopen: the store has exactly N', async () => {
     const t = await startTestNode();
     const admin = await t.token('admin');
-    const flow = (await (
-      await t.acp('/acp/traffic-flows/create', admin, { slug: 'last', name: 'l' })
-    ).json()) as FlowRecord;
-    await (
-      await t.acp('/acp/streams/create', admin, {
-        flow_id: flow.id,
-        name: 'd',
-        type: 'default',
-        target_url: 'https://d.test/',
-      })
-    ).json();
+    const flow = await flowWithDefault(t, admin, 'last', 'https://d.test/');
     const N = 120;
     await Promise.all(
       Array.from({ length: N }, () =>
