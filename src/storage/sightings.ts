@@ -96,7 +96,6 @@ export class SqlSightings implements SightingStore {
       new Date(s.first_seen_at).toISOString(),
       serverId,
     ]);
-    if (values.length === 0) return Promise.resolve(0);
     if (this.#x.dialect === 'sqlite') return this.#x.batch(INSERT, values);
     return this.#x.transaction(async (tx) => {
       await tx.run(PG_WRITE_LOCK);
