@@ -78,6 +78,7 @@ export interface CompiledFlow {
 
 const MACRO_RE = new RegExp(`\\{(${MACROS.join('|')}|${PARAM_MACRO.source.slice(1, -1)})\\}`, 'g');
 const NO_PARAMS: readonly string[] = Object.freeze([]);
+const NO_MARKS: readonly number[] = Object.freeze([]);
 /**
  * Country sets interned by content: flows tend to repeat the same lists, and a Set costs a few
  * hundred bytes. Bounded, so a store of all-different lists cannot grow it without end.
@@ -95,7 +96,7 @@ function countrySet(list: readonly string[] | undefined): ReadonlySet<string> | 
   return set;
 }
 
-function macroMarks(url: string): { marks: number[]; params: readonly string[] } {
+function macroMarks(url: string): { marks: readonly number[]; params: readonly string[] } {
   const marks: number[] = [];
   let params: string[] | undefined;
   for (const m of url.matchAll(MACRO_RE)) {
@@ -109,7 +110,7 @@ function macroMarks(url: string): { marks: number[]; params: readonly string[] }
     }
     marks.push(m.index, m.index + m[0].length, k);
   }
-  return { marks, params: params ?? NO_PARAMS };
+  return { marks: marks.length === 0 ? NO_MARKS : marks.slice(), params: params ?? NO_PARAMS };
 }
 
 const byPosition = (a: StreamRecord, b: StreamRecord) => a.position - b.position || (a.id < b.id ? -1 : 1);
