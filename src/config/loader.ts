@@ -87,7 +87,7 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
     const key = pointerToKey(first.path);
     throw new ConfigError(`config: ${key || '(root)'} in ${sourceOf(key)}: ${explain(first)}`);
   }
-  checkSemantics(config, sourceOf);
+  checkSemantics(config, sourceOf, (key) => origin.has(key));
   return { config, mode, dir, files };
 }
 
@@ -199,41 +199,63 @@ function explain(e: ValueError): string {
     return 'unknown key; expected no such key (see docs/configuration.md)';
   // A secret is not quoted even when it is wrong: the message goes to the terminal and the logs.
   const got =
-    e.value === undefined
-      ? 'nothing'
-      : isSecretKey(e.path)
-        ? 'a value not shown (secret)'
-        : JSON.stringify(e.value);
+    e.value === undefined ? 'nothing' : isSecretKey(e.path) ? 'a value not shown (secret)' : shown(e.value);
   if (e.value === undefined) return `required key is missing; expected ${describe(e.schema)}`;
-  return `expected ${describe(e.schema)}, got ${got}`;
+  const infinite = typeof e.value === 'number' && !Number.isFinite(e.value);
+  return `expected ${describe(e.schema)}, got ${got}${infinite ? ', not a finite number' : ''}`;
 }
 
-function checkSemantics(c: Config, sourceOf: (key: string) => string) {
+/**
+ * A value as a message shows it: JSON, but YAML's spelling for what JSON has none of (`.inf` is a
+ * valid YAML number; JSON would print it `null`).
+ */
+function shown(value: unknown): string {
+  return (
+    JSON.stringify(value, (_k, v: unknown) =>
+      typeof v === 'number' && !Number.isFinite(v)
+        ? `\u0000${Number.isNaN(v) ? '.nan' : v > 0 ? '.inf' : '-.inf'}`
+        : v,
+    ) ?? String(value)
+  ).replace(/"\\u0000([^"]*)"/g, '$1');
+}
+
+function checkSemantics(c: Config, sourceOf: (key: string) => string, isSet: (key: string) => boolean) {
   const fail = (key: string, what: string): never => {
     throw new ConfigError(`config: ${key} in ${sourceOf(key)}: ${what}`);
   };
+  /** A value that was not set anywhere is the default: named so, as its source. */
+  const told = (key: string, value: number) => (isSet(key) ? `${value}` : `${value}, the default`);
   for (const name of ['http_buckets_ms', 'controller_buckets_ms', 'task_buckets_ms'] as const) {
     const b = c.observability.metrics[name];
     for (let i = 1; i < b.length; i++) {
       if (b[i]! <= b[i - 1]!)
-        fail(
-          `observability.metrics.${name}`,
-          `expected strictly increasing bounds, got ${JSON.stringify(b)}`,
-        );
+        fail(`observability.metrics.${name}`, `expected strictly increasing bounds, got ${shown(b)}`);
     }
   }
   c.app.server.trusted_proxies.forEach((cidr, i) => {
     if (!parseCidr(cidr))
-      fail(`app.server.trusted_proxies.${i}`, `expected an address or CIDR, got ${JSON.stringify(cidr)}`);
+      fail(`app.server.trusted_proxies.${i}`, `expected an address or CIDR, got ${shown(cidr)}`);
   });
-  if (c.cluster.renew_interval_ms >= c.cluster.lease_ttl_ms) {
-    fail('cluster.renew_interval_ms', `expected less than cluster.lease_ttl_ms (${c.cluster.lease_ttl_ms})`);
+  // Two keys that must agree: the one that was set is named (a default cannot be where it went wrong).
+  const { renew_interval_ms: renew, lease_ttl_ms: ttl, forget_after_ms: forget } = c.cluster;
+  if (renew >= ttl) {
+    if (isSet('cluster.renew_interval_ms'))
+      fail(
+        'cluster.renew_interval_ms',
+        `expected less than cluster.lease_ttl_ms (${told('cluster.lease_ttl_ms', ttl)})`,
+      );
+    fail(
+      'cluster.lease_ttl_ms',
+      `expected more than cluster.renew_interval_ms (${told('cluster.renew_interval_ms', renew)})`,
+    );
   }
   // A node counts as alive for three renewals; forgetting it sooner would drop live nodes.
-  if (c.cluster.forget_after_ms <= 3 * c.cluster.renew_interval_ms) {
+  if (forget <= 3 * renew) {
+    if (isSet('cluster.forget_after_ms') || !isSet('cluster.renew_interval_ms'))
+      fail('cluster.forget_after_ms', `expected more than three cluster.renew_interval_ms (${3 * renew})`);
     fail(
-      'cluster.forget_after_ms',
-      `expected more than three cluster.renew_interval_ms (${3 * c.cluster.renew_interval_ms})`,
+      'cluster.renew_interval_ms',
+      `expected less than a third of cluster.forget_after_ms (${told('cluster.forget_after_ms', forget)})`,
     );
   }
   if (c.storage.driver === 'postgres' && !c.storage.postgres.url) {

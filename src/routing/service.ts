@@ -28,7 +28,11 @@ export interface RoutingOptions {
   cacheTtlMs: number;
   /** How often counters are persisted by the service itself; 0 when a `stats.flush` task does it. */
   flushIntervalMs?: number;
-  /** How often totals for the system metrics sections are re-read. */
+  /**
+   * How often totals for the system metrics sections are re-read (an O(1) read of the `totals`
+   * table). A change made through any node's ACP is seen at once (its own, or the others'
+   * invalidation notice); this bounds how late one written to the database by anything else is.
+   */
   aggregatesIntervalMs?: number;
   /** The time daily caps count days by (the hot path's clock). */
   clock?: Clock;
@@ -56,6 +60,8 @@ export class RoutingService {
   readonly #aggregatesMs: number;
   readonly #clock: Clock;
   #aggregates: Aggregates = ZERO;
+  /** A refresh queued and not yet started: a burst of invalidation notices reads the totals once. */
+  #refreshQueued = false;
   #timers: NodeJS.Timeout[] = [];
   /** What each compiled flow was compiled from, so a reload reuses what has not changed. */
   readonly #sources = new WeakMap<CompiledFlow, string>();
@@ -67,7 +73,7 @@ export class RoutingService {
     this.#storage = opts.storage;
     this.#log = opts.logger;
     this.#flushMs = opts.flushIntervalMs ?? 1000;
-    this.#aggregatesMs = opts.aggregatesIntervalMs ?? 10_000;
+    this.#aggregatesMs = opts.aggregatesIntervalMs ?? 2_000;
     this.#clock = opts.clock ?? systemClock;
     this.cache = new RoutingCache({
       maxEntries: opts.cacheMaxEntries,
@@ -75,7 +81,11 @@ export class RoutingService {
       load: (slug) => this.#load(slug),
       loadMany: (slugs, slice) => this.#loadMany(slugs, slice),
     });
-    this.#storage.onInvalidation((slug) => this.#forget(slug));
+    // Another node changed a flow: its totals may have changed too (a create, a status change).
+    this.#storage.onInvalidation((slug) => {
+      this.#forget(slug);
+      this.#refreshSoon();
+    });
     this.counters.onDaysAcked = (days) => this.caps.acked(days);
   }
 
@@ -187,8 +197,15 @@ export class RoutingService {
     }
   }
 
+  #refreshSoon(): void {
+    if (this.#refreshQueued) return;
+    this.#refreshQueued = true;
+    void this.refreshAggregates();
+  }
+
   refreshAggregates(): Promise<void> {
     return this.#queue(async () => {
+      this.#refreshQueued = false;
       try {
         this.#aggregates = await this.#storage.aggregates();
       } catch (err) {

@@ -121,6 +121,24 @@ describe('configuration loader', () => {
       /cluster\.forget_after_ms .*more than three cluster\.renew_interval_ms \(9000\)/,
     ],
     [
+      'a lease shorter than the default renewal, set by the environment',
+      { 'config.m.yml': '' },
+      { APP__CLUSTER__LEASE_TTL_MS: '1000' },
+      /^config: cluster\.lease_ttl_ms in environment variable APP__CLUSTER__LEASE_TTL_MS: expected more than cluster\.renew_interval_ms \(\d+, the default\)$/,
+    ],
+    [
+      'a renewal too long for the default forget_after_ms',
+      { 'config.m.yml': 'cluster:\n  lease_ttl_ms: 86400000\n  renew_interval_ms: 30000000\n' },
+      {},
+      /^config: cluster\.renew_interval_ms in .*config\.m\.yml: expected less than a third of cluster\.forget_after_ms \(86400000, the default\)$/,
+    ],
+    [
+      'an infinite bucket bound, named as YAML spells it',
+      { 'config.m.yml': 'observability:\n  metrics:\n    http_buckets_ms: [5, .inf]\n' },
+      {},
+      /http_buckets_ms\.1 .*got \.inf, not a finite number$/,
+    ],
+    [
       'postgres without url',
       { 'config.m.yml': 'storage:\n  driver: postgres\n' },
       {},

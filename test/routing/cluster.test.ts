@@ -80,6 +80,41 @@ describe('two nodes on one PostgreSQL', { skip }, () => {
       await dropSchema(schema);
     }
   });
+  test("a flow made or paused on one node is in the other's totals at once, not at the next refresh", async () => {
+    const schema = testSchema();
+    const a = await startTestNode({ postgres: { schema } });
+    const b = await startTestNode({ postgres: { schema } });
+    try {
+      await until(
+        'both nodes to listen for routing changes',
+        async () => (await routingListeners(schema)) === 2,
+        10_000,
+        25,
+      );
+      const admin = await a.token('admin');
+      const viewer = await b.token('viewer');
+      const totals = async () => {
+        const res = await b.acp('/acp/system/metrics', viewer, {});
+        return ((await res.json()) as { traffic_flows: { total: number; active: number } }).traffic_flows;
+      };
+      const flow = (await (
+        await a.acp('/acp/traffic-flows/create', admin, { slug: 'counted', name: 'c' })
+      ).json()) as FlowRecord;
+      // Half the 2 s periodic refresh: node b hears of the change by a's notice. (Before, the
+      // totals were re-read every 10 s and the ACP lists disagreed with them meanwhile.)
+      await until("b's totals to count the new flow", async () => (await totals()).total === 1, 1_000, 10);
+      assert.equal((await totals()).active, 1);
+      await (
+        await a.acp('/acp/traffic-flows/update', admin, { id: flow.id, status: 'paused' })
+      ).arrayBuffer();
+      await until("b's totals to see it paused", async () => (await totals()).active === 0, 1_000, 10);
+      assert.equal((await totals()).total, 1);
+    } finally {
+      await a.close();
+      await b.close();
+      await dropSchema(schema);
+    }
+  });
 });
 
 describe('PostgreSQL down and back', { skip }, () => {
