@@ -4,7 +4,7 @@ import type { Clock } from '../time/index.ts';
 import { logPage, logWhere, SUB_COLUMNS, subsOf, toBool } from './clicks.ts';
 import { fromMicros, toMicros } from './money.ts';
 import { inList } from './repositories.ts';
-import { type Row, type SqlExecutor, type SqlReader, toIso, toNum } from './sql.ts';
+import { type Row, type SqlExecutor, type SqlReader, sumText, toIso, toNum } from './sql.ts';
 import { clickIdProblem, idProblem, storableText } from './storable.ts';
 import type {
   ClickRecord,
@@ -180,7 +180,7 @@ export class SqlConversions implements ConversionStore {
     // Micro-units summed by the database are exact (an integer sum on both backends); ORDER BY
     // currency makes each revenue object's keys come out sorted on both backends alike.
     const rows = await this.#x.all<{ k: unknown; currency: unknown; n: unknown; micros: unknown }>(
-      `SELECT ${column} AS k, currency, COUNT(*) AS n, SUM(payout_micros) AS micros FROM conversions
+      `SELECT ${column} AS k, currency, COUNT(*) AS n, ${sumText('payout_micros')} AS micros FROM conversions
        WHERE ${column} IN (${inList(ids)}) AND status <> 'rejected'
        GROUP BY ${column}, currency ORDER BY ${column}, currency`,
       ids,

@@ -1,6 +1,6 @@
 import { type ClickWriter, SUB_COLUMNS } from './clicks.ts';
 import type { Row, SqlExecutor, SqlReader } from './sql.ts';
-import { deleteInChunks, toNum } from './sql.ts';
+import { deleteInChunks, sumText, toNum } from './sql.ts';
 
 /**
  * Click-log columns a report may group by (§15); the same names exist on `conversions`. The
@@ -156,7 +156,7 @@ export class SqlReports implements ReportStore {
          SUM(CASE WHEN status = 'lead' THEN 1 ELSE 0 END) AS leads,
          SUM(CASE WHEN status = 'sale' THEN 1 ELSE 0 END) AS sales,
          SUM(CASE WHEN status = 'rejected' THEN 1 ELSE 0 END) AS rejected,
-         SUM(CASE WHEN status = 'rejected' THEN 0 ELSE payout_micros END) AS revenue_micros
+         ${sumText("CASE WHEN status = 'rejected' THEN 0 ELSE payout_micros END")} AS revenue_micros
        FROM conversions WHERE ${vw.sql} GROUP BY ${group}`,
       vw.params,
     );
@@ -176,7 +176,7 @@ export class SqlReports implements ReportStore {
          SUM(CASE WHEN outcome = 'redirect' AND is_unique THEN 1 ELSE 0 END) AS uniques,
          SUM(CASE WHEN outcome = 'bot' THEN 1 ELSE 0 END) AS bots,
          SUM(CASE WHEN outcome = 'no_match' THEN 1 ELSE 0 END) AS no_match,
-         SUM(cost_micros) AS cost_micros
+         ${sumText('cost_micros')} AS cost_micros
        FROM clicks WHERE ${cw.sql} GROUP BY ${groupKey(cols)}`,
       cw.params,
     );
@@ -190,7 +190,7 @@ export class SqlReports implements ReportStore {
     return this.#read.all(
       `SELECT ${this.#bucket(spec.bucketSeconds, 'hour')} AS bucket${select},
          SUM(clicks) AS clicks, SUM(uniques) AS uniques, SUM(bots) AS bots, SUM(no_match) AS no_match,
-         SUM(cost_micros) AS cost_micros
+         ${sumText('cost_micros')} AS cost_micros
        FROM report_hours WHERE ${w.sql} GROUP BY ${groupKey(cols)}`,
       w.params,
     );

@@ -40,6 +40,14 @@ export function toIso(v: unknown): string | null {
   return v instanceof Date ? v.toISOString() : String(v);
 }
 
+/**
+ * A sum of micro-units as the database returns it to a reader: as text, on both backends. node:sqlite
+ * refuses to read an integer past 2^53 as a JavaScript number (a revenue of 9 billion units:
+ * ten sales of 1,000,000,000 IDR made every flows list and report fail); PostgreSQL's numeric sum
+ * already arrives as text. {@link toNum} or `fromMicros` then read both alike.
+ */
+export const sumText = (expr: string): string => `CAST(SUM(${expr}) AS TEXT)`;
+
 /** Numbers come back as numbers from SQLite and as strings for bigint / COUNT from PostgreSQL. */
 export function toNum(v: unknown): number {
   return typeof v === 'number' ? v : Number(v ?? 0);

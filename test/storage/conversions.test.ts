@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
+import { runReport } from '../../src/reports/index.ts';
 import { type ConversionRecord, clickRecordOf, newBatchId, type Storage } from '../../src/storage/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
-import { newClick } from '../helpers/records.ts';
+import { flowInput, newClick } from '../helpers/records.ts';
 import { BACKENDS, type Opened } from './backends.ts';
 
 const isCode = (code: string) => (err: unknown) => err instanceof ApiError && err.code === code;
@@ -155,6 +156,50 @@ for (const backend of BACKENDS) {
       const later = await storage.conversions.upsert({ ...input, status: 'sale' });
       assert.equal(later?.created, false);
       assert.equal(later?.conversion.conversion_id, made?.conversion.conversion_id);
+    });
+
+    it('money summed past 2^53 micro-units is read as on the other backend: ten sales of 999,999,999.999999, an hour of the largest cost per click', async () => {
+      const flow = await storage.flows.create(flowInput('big-money', { currency: 'IDR' }));
+      const CLICKS = 9_100;
+      const COST = 1_000_000; // units a click, the most a flow may charge
+      const PAYOUT = '999999999.999999';
+      const SALES = 10;
+      const rows = Array.from({ length: CLICKS }, (_, i) =>
+        newClick({ click_id: `big-${i}`, flow_id: flow.id, stream_id: 'big-s', at: T0 + i, cost: COST }),
+      );
+      await storage.clicks.insertBatch({ id: newBatchId(), server_id: 'n1', rows });
+      for (let i = 0; i < SALES; i++) {
+        await storage.conversions.upsert({
+          click_id: `big-${i}`,
+          txid: `sale-${i}`,
+          status: 'sale',
+          payout: Number(PAYOUT),
+          currency: 'IDR',
+        });
+      }
+      // Both past Number.MAX_SAFE_INTEGER micro-units; shown as the nearest JSON number.
+      const revenueMicros = BigInt(SALES) * BigInt(PAYOUT.replace('.', ''));
+      const costMicros = BigInt(CLICKS) * BigInt(COST) * 1_000_000n;
+      assert.ok(
+        revenueMicros > BigInt(Number.MAX_SAFE_INTEGER) && costMicros > BigInt(Number.MAX_SAFE_INTEGER),
+      );
+      const sums = await storage.conversions.sumsBy('flow_id', [flow.id]);
+      assert.deepEqual(sums.get(flow.id), {
+        conversions: SALES,
+        revenue: { IDR: Number(revenueMicros) / 1e6 },
+      });
+      for (const source of ['clicks', 'rollups'] as const) {
+        const report = await runReport(storage, {
+          from: '2026-01-02',
+          to: '2026-01-03',
+          source,
+          filter: { flow_id: flow.id },
+        });
+        assert.equal(report.currency, 'IDR', source);
+        assert.equal(report.totals.revenue, Number(revenueMicros) / 1e6, source);
+        assert.equal(report.totals.cost, Number(costMicros) / 1e6, source);
+        assert.equal(report.totals.clicks, CLICKS, source);
+      }
     });
 
     it('bad values are validation.invalid_input, never a database error', async () => {
