@@ -7,6 +7,7 @@ import {
   ROLLUP_COLUMNS,
   type Storage,
 } from '../storage/index.ts';
+import { canonicalTimeZone, TIME_ZONE_EXPECTED } from '../time/index.ts';
 import {
   DIMENSION_KEYS,
   type Dimension,
@@ -64,15 +65,6 @@ const COLUMN_OF: Partial<Record<Dimension, ReportColumn>> = {
 
 const invalid = (path: string, message: string) =>
   new ApiError('validation.invalid_input', `${path}: ${message}`, { details: [{ path, message }] });
-
-function isTimeZone(tz: string): boolean {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: tz });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 interface Sums {
   clicks: number;
@@ -150,9 +142,8 @@ interface ReportPlan {
 }
 
 function planReport(q: ReportQuery): ReportPlan {
-  const tz = q.timezone ?? 'UTC';
-  if (!isTimeZone(tz))
-    throw invalid('/timezone', `"${tz}" is not an IANA time zone (e.g. UTC, Europe/Berlin)`);
+  const tz = canonicalTimeZone(q.timezone ?? 'UTC');
+  if (tz === undefined) throw invalid('/timezone', `"${q.timezone}" ${TIME_ZONE_EXPECTED}`);
   const from = parseWhen(q.from, tz);
   const to = parseWhen(q.to, tz);
   if (Number.isNaN(from)) throw invalid('/from', `"${q.from}" is not an ISO-8601 date or date-time`);

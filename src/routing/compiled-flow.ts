@@ -1,14 +1,8 @@
 import type { ClickFacts, QueryLike } from '../clicks/index.ts';
 import type { BotAction, FlowRecord, RedirectMode, StreamRecord } from '../storage/index.ts';
+import { canonicalTimeZone } from '../time/index.ts';
 import type { StreamCap } from './daily-caps.ts';
-import {
-  acceptsBots,
-  type CompiledRules,
-  compileRules,
-  isTimeZone,
-  rulesPass,
-  type Visitor,
-} from './rules.ts';
+import { acceptsBots, type CompiledRules, compileRules, rulesPass, type Visitor } from './rules.ts';
 import { MACROS, type Macro, normaliseTargetUrl, PARAM_MACRO } from './validation.ts';
 
 /**
@@ -137,7 +131,7 @@ export function compileFlow(
     else targets.set(s, target.url);
   }
   // A zone stored by another writer that ICU does not know: UTC rather than a failing click.
-  const timezone = isTimeZone(flow.timezone) ? flow.timezone : 'UTC';
+  const timezone = canonicalTimeZone(flow.timezone) ?? 'UTC';
   const routable = (s: StreamRecord): RoutableStream => {
     const target = targets.get(s)!;
     const { marks, params } = macroMarks(target);

@@ -17,7 +17,6 @@ export {
   acceptsBots,
   compileRules,
   hourMask,
-  isTimeZone,
   localTime,
   RULE_FIELDS,
   ruleProblems,

@@ -361,23 +361,3 @@ export function ruleProblems(filters: StreamFilters | undefined, base = '/filter
   }
   return out;
 }
-
-const zones = new Map<string, boolean>();
-/**
- * True for a time zone name ICU knows (e.g. `Europe/Berlin`, `UTC`). Remembered per name: every
- * flow compiled asks, and making an `Intl.DateTimeFormat` costs tens of µs.
- */
-export function isTimeZone(tz: string): boolean {
-  let known = zones.get(tz);
-  if (known === undefined) {
-    try {
-      new Intl.DateTimeFormat('en-US', { timeZone: tz });
-      known = true;
-    } catch {
-      known = false;
-    }
-    // Bounded: names come from stored flows and ACP bodies.
-    if (zones.size < 10_000) zones.set(tz, known);
-  }
-  return known;
-}

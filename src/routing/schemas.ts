@@ -53,7 +53,7 @@ const Filters = Type.Object(
 const BotAction = lit(['route', 'block', 'stream'] as const);
 const RedirectMode = lit(['http', 'meta_refresh', 'js'] as const);
 /** IANA name; whether ICU knows it is checked by the service. */
-const TimeZone = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_+/-]+$' });
+const TimeZone = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_+:/-]+$' });
 /** Clicks per day; 0: no cap. */
 const DailyCap = Type.Integer({ minimum: 0, maximum: INT4_MAX });
 const Money = Type.Number({ minimum: 0, maximum: 1_000_000 });

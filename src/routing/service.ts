@@ -12,12 +12,18 @@ import {
   toMicros,
 } from '../storage/index.ts';
 import type { FlowsSection, Logger, StreamsSection } from '../telemetry/index.ts';
-import { type Clock, systemClock, type TimeSlice } from '../time/index.ts';
+import {
+  type Clock,
+  canonicalTimeZone,
+  systemClock,
+  TIME_ZONE_EXPECTED,
+  type TimeSlice,
+} from '../time/index.ts';
 import { ClickCounters } from './click-counters.ts';
 import { type CompiledFlow, compileFlow } from './compiled-flow.ts';
 import { DailyCaps } from './daily-caps.ts';
 import { type LoadedChunk, RoutingCache } from './routing-cache.ts';
-import { isTimeZone, normaliseFilters, ruleProblems } from './rules.ts';
+import { normaliseFilters, ruleProblems } from './rules.ts';
 import type { FlowCreate, FlowList, FlowUpdate, StreamCreate, StreamList, StreamUpdate } from './schemas.ts';
 import { countryListProblems, rejectIf, targetUrlField } from './validation.ts';
 
@@ -292,7 +298,8 @@ export class RoutingService {
       rotation: body.rotation ?? 'position',
       forward_query: body.forward_query ?? false,
       bot_action: body.bot_action ?? 'route',
-      timezone: body.timezone ?? 'UTC',
+      // Stored as ICU spells it (`europe/berlin` → `Europe/Berlin`), as reports show zones.
+      timezone: canonicalTimeZone(body.timezone ?? 'UTC')!,
       cost_per_click: body.cost_per_click ?? 0,
       currency: body.currency ?? 'USD',
     });
@@ -303,6 +310,7 @@ export class RoutingService {
   async updateFlow(body: FlowUpdate): Promise<FlowRecord> {
     const { id, version, ...changes } = body;
     rejectIf(flowProblems(changes));
+    if (changes.timezone !== undefined) changes.timezone = canonicalTimeZone(changes.timezone)!;
     const before = await this.#mustFlow(id);
     const after = await this.#storage.flows.update(id, changes, version);
     if (after === undefined)
@@ -458,10 +466,10 @@ function flowProblems(f: {
   const cost = f.cost_per_click;
   if (cost !== undefined && (toMicros(cost) ?? Number.NaN) / MICROS !== cost)
     out.push({ path: '/cost_per_click', message: `${cost} has more than 6 decimal places` });
-  if (f.timezone !== undefined && !isTimeZone(f.timezone))
+  if (f.timezone !== undefined && canonicalTimeZone(f.timezone) === undefined)
     out.push({
       path: '/timezone',
-      message: `"${f.timezone}" is not an IANA time zone (e.g. UTC, Europe/Berlin)`,
+      message: `"${f.timezone}" ${TIME_ZONE_EXPECTED}`,
     });
   if (f.currency !== undefined && !isCurrency(f.currency))
     out.push({

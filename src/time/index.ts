@@ -38,3 +38,4 @@ export class ManualClock implements Clock {
 }
 
 export { SLICE_BUDGET_MS, TimeSlice } from './time-slice.ts';
+export { canonicalTimeZone, TIME_ZONE_EXPECTED } from './zones.ts';

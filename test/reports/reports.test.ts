@@ -234,6 +234,16 @@ for (const backend of BACKENDS) {
       const elapsedMin = (clock.now() - START) / 60_000;
       if (elapsedMin < 10)
         assert.deepEqual(hours, ['2026-03-10T15:00'], 'clicks before 10:30 UTC are 15:xx in Kolkata');
+      // The same zone as an offset, or named in another case, is the same report.
+      assert.equal(kolkata.timezone, 'Asia/Kolkata');
+      for (const [timezone, shown] of [
+        ['+0530', '+05:30'],
+        ['asia/kolkata', 'asia/kolkata'], // only the case of ICU's own spelling is restored
+      ]) {
+        const same = await report({ group_by: ['hour'], timezone, filter: { flow_id: flow.id } });
+        assert.deepEqual(same.rows, kolkata.rows, timezone);
+        assert.equal(same.timezone, shown);
+      }
       const none = await report({ from: '2026-03-11', to: '2026-03-12', group_by: ['day'] });
       assert.deepEqual(none.rows, []);
       assert.equal(none.totals.clicks, 0);

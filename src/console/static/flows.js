@@ -222,7 +222,12 @@ const FLOW_FIELDS = [
     type: 'select',
     options: ['route', 'block', 'stream'],
   },
-  { name: 'timezone', label: 'Time zone of weekday and hour rules (IANA)', type: 'text', placeholder: 'UTC' },
+  {
+    name: 'timezone',
+    label: 'Time zone of rules and caps (IANA name or offset)',
+    type: 'text',
+    placeholder: 'UTC',
+  },
   { name: 'cost_per_click', label: 'Cost per click', type: 'number' },
   { name: 'currency', label: 'Currency (ISO 4217)', type: 'text', placeholder: 'USD' },
 ];
