@@ -44,6 +44,9 @@ export interface RoutingOptions {
   clock?: Clock;
 }
 
+/** The least time between two background reads of the totals on one node. */
+const REFRESH_GAP_MS = 250;
+
 const ZERO: Aggregates = {
   streams: { total: 0, active: 0 },
   traffic_flows: { total: 0, active: 0 },
@@ -66,8 +69,11 @@ export class RoutingService {
   readonly #aggregatesMs: number;
   readonly #clock: Clock;
   #aggregates: Aggregates = ZERO;
-  /** A refresh queued and not yet started: a burst of invalidation notices reads the totals once. */
-  #refreshQueued = false;
+  /** A background refresh of the totals is queued, running, or in its gap after (see {@link #refreshSoon}). */
+  #refreshing = false;
+  /** Asked for again meanwhile: one more refresh when the gap ends. */
+  #refreshAgain = false;
+  #stopped = false;
   #timers: NodeJS.Timeout[] = [];
   /** What each compiled flow was compiled from, so a reload reuses what has not changed. */
   readonly #sources = new WeakMap<CompiledFlow, string>();
@@ -159,18 +165,19 @@ export class RoutingService {
 
   /** Starts the periodic flush and totals refresh; background work logs its failures, never throws. */
   start(): void {
-    void this.refreshAggregates();
+    this.#refreshSoon();
     const every = (ms: number, fn: () => Promise<unknown>) => {
       const t = setInterval(() => void fn(), ms);
       t.unref();
       this.#timers.push(t);
     };
     if (this.#flushMs > 0) every(this.#flushMs, () => this.flush());
-    every(this.#aggregatesMs, () => this.refreshAggregates());
+    every(this.#aggregatesMs, async () => this.#refreshSoon());
   }
 
   /** Stops the timers and persists what is still counted (graceful stop). */
   async stop(): Promise<void> {
+    this.#stopped = true;
     for (const t of this.#timers) clearInterval(t);
     this.#timers = [];
     await this.flush();
@@ -203,15 +210,34 @@ export class RoutingService {
     }
   }
 
+  /**
+   * The totals read again in the background: at once when none is under way, else once more after
+   * it, and never two within {@link REFRESH_GAP_MS}. However many writes, notices and timer ticks
+   * ask, and however slow the database, at most one read is queued (beside the counter flushes,
+   * which share the queue) and a node reads at most four times a second.
+   */
   #refreshSoon(): void {
-    if (this.#refreshQueued) return;
-    this.#refreshQueued = true;
-    void this.refreshAggregates();
+    if (this.#stopped) return;
+    if (this.#refreshing) {
+      this.#refreshAgain = true;
+      return;
+    }
+    this.#refreshing = true;
+    void this.refreshAggregates().finally(() => {
+      const gap = setTimeout(() => {
+        this.#refreshing = false;
+        if (this.#refreshAgain) {
+          this.#refreshAgain = false;
+          this.#refreshSoon();
+        }
+      }, REFRESH_GAP_MS);
+      gap.unref();
+    });
   }
 
+  /** Reads the totals now (queued behind a flush under way); the background asks {@link #refreshSoon}. */
   refreshAggregates(): Promise<void> {
     return this.#queue(async () => {
-      this.#refreshQueued = false;
       try {
         this.#aggregates = await this.#storage.aggregates();
       } catch (err) {
@@ -268,7 +294,7 @@ export class RoutingService {
         );
       }
     }
-    void this.refreshAggregates();
+    this.#refreshSoon();
   }
 
   #flowView(f: FlowRecord): FlowRecord {
