@@ -1,5 +1,6 @@
 import { ApiError } from '../errors/index.ts';
 import {
+  fromMicrosSum,
   MICROS,
   type ReportColumn,
   type ReportGroup,
@@ -74,8 +75,8 @@ interface Sums {
   leads: number;
   sales: number;
   rejected: number;
-  revenue_micros: number;
-  cost_micros: number;
+  revenue_micros: bigint;
+  cost_micros: bigint;
 }
 const zero = (): Sums => ({
   clicks: 0,
@@ -85,8 +86,8 @@ const zero = (): Sums => ({
   leads: 0,
   sales: 0,
   rejected: 0,
-  revenue_micros: 0,
-  cost_micros: 0,
+  revenue_micros: 0n,
+  cost_micros: 0n,
 });
 function add(into: Sums, g: ReportGroup): void {
   into.clicks += g.clicks;
@@ -102,7 +103,6 @@ function add(into: Sums, g: ReportGroup): void {
 
 /** Ratios to six decimals: the JSON and the CSV carry the same figure. */
 const ratio = (a: number, b: number) => (b === 0 ? null : Math.round((a / b) * 1e6) / 1e6);
-const money = (micros: number) => micros / MICROS;
 
 /**
  * The metrics of §15 from sums; a ratio whose denominator is 0 is null, and so is every money
@@ -120,12 +120,13 @@ export function metricsOf(s: Sums, mixed = false): Record<Metric, number | null>
     sales: s.sales,
     rejected: s.rejected,
     conversions,
-    revenue: money(s.revenue_micros),
-    cost: money(s.cost_micros),
-    profit: money(profit),
+    // Money summed exactly in micro-units, shown as the number nearest the exact decimal.
+    revenue: fromMicrosSum(s.revenue_micros),
+    cost: fromMicrosSum(s.cost_micros),
+    profit: fromMicrosSum(profit),
     cr: ratio(conversions, s.clicks),
-    epc: s.clicks === 0 ? null : Math.round(s.revenue_micros / s.clicks) / MICROS,
-    roi: ratio(profit, s.cost_micros),
+    epc: s.clicks === 0 ? null : Math.round(Number(s.revenue_micros) / s.clicks) / MICROS,
+    roi: ratio(Number(profit), Number(s.cost_micros)),
     ...(mixed ? { revenue: null, cost: null, profit: null, epc: null, roi: null } : {}),
   };
 }

@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { ApiError } from '../errors/index.ts';
 import type { Clock } from '../time/index.ts';
 import { logPage, logWhere, SUB_COLUMNS, subsOf, toBool } from './clicks.ts';
-import { fromMicros, toMicros } from './money.ts';
+import { fromMicros, fromMicrosSum, toMicros } from './money.ts';
 import { inList } from './repositories.ts';
-import { type Row, type SqlExecutor, type SqlReader, sumText, toIso, toNum } from './sql.ts';
+import { microsOf, type Row, type SqlExecutor, type SqlReader, sumMicros, toIso, toNum } from './sql.ts';
 import { clickIdProblem, idProblem, storableText } from './storable.ts';
 import type {
   ClickRecord,
@@ -179,8 +179,8 @@ export class SqlConversions implements ConversionStore {
     if (ids.length === 0) return out;
     // Micro-units summed by the database are exact (an integer sum on both backends); ORDER BY
     // currency makes each revenue object's keys come out sorted on both backends alike.
-    const rows = await this.#x.all<{ k: unknown; currency: unknown; n: unknown; micros: unknown }>(
-      `SELECT ${column} AS k, currency, COUNT(*) AS n, ${sumText('payout_micros')} AS micros FROM conversions
+    const rows = await this.#x.all(
+      `SELECT ${column} AS k, currency, COUNT(*) AS n, ${sumMicros('payout_micros', 'micros')} FROM conversions
        WHERE ${column} IN (${inList(ids)}) AND status <> 'rejected'
        GROUP BY ${column}, currency ORDER BY ${column}, currency`,
       ids,
@@ -193,7 +193,7 @@ export class SqlConversions implements ConversionStore {
         out.set(key, sums);
       }
       sums.conversions += toNum(r.n);
-      sums.revenue[String(r.currency)] = fromMicros(r.micros);
+      sums.revenue[String(r.currency)] = fromMicrosSum(microsOf(r, 'micros'));
     }
     return out;
   }

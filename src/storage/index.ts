@@ -17,7 +17,7 @@ export {
   type TaskRunRecord,
 } from './cluster-store.ts';
 export { MIGRATIONS, type Migration } from './migrations.ts';
-export { fromMicros, isCurrency, MAX_MONEY, MICROS, toMicros } from './money.ts';
+export { fromMicros, fromMicrosSum, isCurrency, MAX_MONEY, MICROS, toMicros } from './money.ts';
 export { decodeCursor, encodeCursor } from './paging.ts';
 export { openPostgres, type PostgresOptions } from './postgres.ts';
 export { isUnavailable } from './postgres-executor.ts';

@@ -29,3 +29,13 @@ export function toMicros(amount: number): number | undefined {
 export function fromMicros(micros: unknown): number {
   return Number(micros ?? 0) / MICROS;
 }
+
+/**
+ * An exact sum of micro-units (see `sumMicros`), or a difference of two (a profit), as a decimal
+ * amount: exact up to {@link MAX_MONEY}, beyond it the JSON number nearest the exact decimal.
+ */
+export function fromMicrosSum(micros: bigint): number {
+  const size = micros < 0n ? -micros : micros;
+  const amount = Number(`${size / 1_000_000n}.${String(size % 1_000_000n).padStart(6, '0')}`);
+  return micros < 0n ? -amount : amount;
+}

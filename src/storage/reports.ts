@@ -1,6 +1,6 @@
 import { type ClickWriter, SUB_COLUMNS } from './clicks.ts';
 import type { Row, SqlExecutor, SqlReader } from './sql.ts';
-import { deleteInChunks, sumText, toNum } from './sql.ts';
+import { deleteInChunks, microsOf, sumMicros, toNum } from './sql.ts';
 
 /**
  * Click-log columns a report may group by (§15); the same names exist on `conversions`. The
@@ -55,11 +55,12 @@ export interface ReportGroup {
   uniques: number;
   bots: number;
   no_match: number;
-  cost_micros: number;
+  /** Exact: a sum of money may pass 2^53 micro-units. */
+  cost_micros: bigint;
   leads: number;
   sales: number;
   rejected: number;
-  revenue_micros: number;
+  revenue_micros: bigint;
 }
 
 export interface ReportStore {
@@ -156,7 +157,7 @@ export class SqlReports implements ReportStore {
          SUM(CASE WHEN status = 'lead' THEN 1 ELSE 0 END) AS leads,
          SUM(CASE WHEN status = 'sale' THEN 1 ELSE 0 END) AS sales,
          SUM(CASE WHEN status = 'rejected' THEN 1 ELSE 0 END) AS rejected,
-         ${sumText("CASE WHEN status = 'rejected' THEN 0 ELSE payout_micros END")} AS revenue_micros
+         ${sumMicros("CASE WHEN status = 'rejected' THEN 0 ELSE payout_micros END", 'revenue_micros')}
        FROM conversions WHERE ${vw.sql} GROUP BY ${group}`,
       vw.params,
     );
@@ -176,7 +177,7 @@ export class SqlReports implements ReportStore {
          SUM(CASE WHEN outcome = 'redirect' AND is_unique THEN 1 ELSE 0 END) AS uniques,
          SUM(CASE WHEN outcome = 'bot' THEN 1 ELSE 0 END) AS bots,
          SUM(CASE WHEN outcome = 'no_match' THEN 1 ELSE 0 END) AS no_match,
-         ${sumText('cost_micros')} AS cost_micros
+         ${sumMicros('cost_micros', 'cost_micros')}
        FROM clicks WHERE ${cw.sql} GROUP BY ${groupKey(cols)}`,
       cw.params,
     );
@@ -190,7 +191,7 @@ export class SqlReports implements ReportStore {
     return this.#read.all(
       `SELECT ${this.#bucket(spec.bucketSeconds, 'hour')} AS bucket${select},
          SUM(clicks) AS clicks, SUM(uniques) AS uniques, SUM(bots) AS bots, SUM(no_match) AS no_match,
-         ${sumText('cost_micros')} AS cost_micros
+         ${sumMicros('cost_micros', 'cost_micros')}
        FROM report_hours WHERE ${w.sql} GROUP BY ${groupKey(cols)}`,
       w.params,
     );
@@ -265,10 +266,10 @@ function groupOf(r: Row, cols: readonly ReportColumn[]): ReportGroup {
     uniques: toNum(r.uniques),
     bots: toNum(r.bots),
     no_match: toNum(r.no_match),
-    cost_micros: toNum(r.cost_micros),
+    cost_micros: microsOf(r, 'cost_micros'),
     leads: toNum(r.leads),
     sales: toNum(r.sales),
     rejected: toNum(r.rejected),
-    revenue_micros: toNum(r.revenue_micros),
+    revenue_micros: microsOf(r, 'revenue_micros'),
   };
 }

@@ -41,12 +41,25 @@ export function toIso(v: unknown): string | null {
 }
 
 /**
- * A sum of micro-units as the database returns it to a reader: as text, on both backends. node:sqlite
- * refuses to read an integer past 2^53 as a JavaScript number (a revenue of 9 billion units:
- * ten sales of 1,000,000,000 IDR made every flows list and report fail); PostgreSQL's numeric sum
- * already arrives as text. {@link toNum} or `fromMicros` then read both alike.
+ * A sum of micro-units, as two columns `<as>_units` and `<as>_rest` (read back by {@link microsOf}):
+ * the sum of whole units and the sum of what is left, each as text. In one piece, node:sqlite refuses
+ * to read an integer past 2^53 as a JavaScript number (ten sales of 1,000,000,000 IDR made every
+ * flows list and report fail), and SQLite's own `SUM` stops at 2^63 (`integer overflow`: 9.2 million
+ * clicks at the largest cost per click), where PostgreSQL's numeric sum goes on. In two pieces
+ * neither is near either limit, and both backends give the same exact total.
  */
-export const sumText = (expr: string): string => `CAST(SUM(${expr}) AS TEXT)`;
+export const sumMicros = (expr: string, as: string): string =>
+  `CAST(SUM((${expr}) / 1000000) AS TEXT) AS ${as}_units, CAST(SUM((${expr}) % 1000000) AS TEXT) AS ${as}_rest`;
+
+/** The exact sum {@link sumMicros} read as `as` (0 when nothing was summed). */
+export function microsOf(r: Row, as: string): bigint {
+  const units = r[`${as}_units`];
+  const rest = r[`${as}_rest`];
+  return (
+    BigInt(units === null || units === undefined ? 0 : String(units)) * 1_000_000n +
+    BigInt(rest === null || rest === undefined ? 0 : String(rest))
+  );
+}
 
 /** Numbers come back as numbers from SQLite and as strings for bigint / COUNT from PostgreSQL. */
 export function toNum(v: unknown): number {

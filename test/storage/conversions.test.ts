@@ -158,14 +158,21 @@ for (const backend of BACKENDS) {
       assert.equal(later?.conversion.conversion_id, made?.conversion.conversion_id);
     });
 
-    it('money summed past 2^53 micro-units is read as on the other backend: ten sales of 999,999,999.999999, an hour of the largest cost per click', async () => {
+    it('money summed past 2^53 and past 2^63 micro-units is read as on the other backend, as the number nearest the exact sum', async () => {
       const flow = await storage.flows.create(flowInput('big-money', { currency: 'IDR' }));
-      const CLICKS = 9_100;
+      const CLICKS = 9_300;
       const COST = 1_000_000; // units a click, the most a flow may charge
       const PAYOUT = '999999999.999999';
       const SALES = 10;
+      // Three hours, so three hourly rollup rows.
       const rows = Array.from({ length: CLICKS }, (_, i) =>
-        newClick({ click_id: `big-${i}`, flow_id: flow.id, stream_id: 'big-s', at: T0 + i, cost: COST }),
+        newClick({
+          click_id: `big-${i}`,
+          flow_id: flow.id,
+          stream_id: 'big-s',
+          at: T0 + (i % 3) * 3_600_000 + i,
+          cost: COST,
+        }),
       );
       await storage.clicks.insertBatch({ id: newBatchId(), server_id: 'n1', rows });
       for (let i = 0; i < SALES; i++) {
@@ -177,28 +184,63 @@ for (const backend of BACKENDS) {
           currency: 'IDR',
         });
       }
-      // Both past Number.MAX_SAFE_INTEGER micro-units; shown as the nearest JSON number.
-      const revenueMicros = BigInt(SALES) * BigInt(PAYOUT.replace('.', ''));
-      const costMicros = BigInt(CLICKS) * BigInt(COST) * 1_000_000n;
-      assert.ok(
-        revenueMicros > BigInt(Number.MAX_SAFE_INTEGER) && costMicros > BigInt(Number.MAX_SAFE_INTEGER),
-      );
+      /** The number nearest an exact decimal of micro-units (JavaScript parses decimals exactly rounded). */
+      const nearest = (micros: bigint): number =>
+        micros < 0n
+          ? -nearest(-micros)
+          : Number(`${micros / 1_000_000n}.${String(micros % 1_000_000n).padStart(6, '0')}`);
+      const check = async (revenueMicros: bigint, costMicros: bigint) => {
+        const sums = await storage.conversions.sumsBy('flow_id', [flow.id]);
+        assert.deepEqual(sums.get(flow.id), { conversions: SALES, revenue: { IDR: nearest(revenueMicros) } });
+        for (const source of ['clicks', 'rollups'] as const) {
+          const report = await runReport(storage, {
+            from: '2026-01-02',
+            to: '2026-01-03',
+            source,
+            filter: { flow_id: flow.id },
+          });
+          assert.equal(report.currency, 'IDR', source);
+          assert.equal(report.totals.revenue, nearest(revenueMicros), source);
+          assert.equal(report.totals.cost, nearest(costMicros), source);
+          assert.equal(report.totals.profit, nearest(revenueMicros - costMicros), source);
+          assert.equal(report.totals.clicks, CLICKS, source);
+        }
+      };
+      // Past Number.MAX_SAFE_INTEGER micro-units: node:sqlite would not read such a sum as a number.
+      const revenue = BigInt(SALES) * BigInt(PAYOUT.replace('.', ''));
+      const cost = BigInt(CLICKS) * BigInt(COST) * 1_000_000n;
+      assert.ok(revenue > BigInt(Number.MAX_SAFE_INTEGER) && cost > BigInt(Number.MAX_SAFE_INTEGER));
+      await check(revenue, cost);
+
+      // Past 2^63 (SQLite's SUM stops there, PostgreSQL's goes on): amounts no write path makes
+      // one row at a time, put in by hand as another writer could.
+      const sql = opened.sql();
+      const PAYOUT_MICROS = 929_999_999_999_999_999n;
+      const CLICK_MICROS = 999_999_999_999_999n;
+      const HOUR_MICROS = 3_099_999_999_999_999_999n;
+      await sql.run(`UPDATE conversions SET payout_micros = ${PAYOUT_MICROS} WHERE click_id LIKE 'big-%'`);
+      await sql.run(`UPDATE clicks SET cost_micros = ${CLICK_MICROS} WHERE flow_id = ?`, [flow.id]);
+      const hours = await sql.run(`UPDATE report_hours SET cost_micros = ${HOUR_MICROS} WHERE flow_id = ?`, [
+        flow.id,
+      ]);
+      assert.equal(hours, 3);
+      const big = BigInt(SALES) * PAYOUT_MICROS;
+      assert.ok(big > 2n ** 63n && BigInt(CLICKS) * CLICK_MICROS > 2n ** 63n && 3n * HOUR_MICROS > 2n ** 63n);
+      // The report sums the click log or the rollups, whichever it reads; the two now differ.
       const sums = await storage.conversions.sumsBy('flow_id', [flow.id]);
-      assert.deepEqual(sums.get(flow.id), {
-        conversions: SALES,
-        revenue: { IDR: Number(revenueMicros) / 1e6 },
-      });
-      for (const source of ['clicks', 'rollups'] as const) {
+      assert.deepEqual(sums.get(flow.id), { conversions: SALES, revenue: { IDR: nearest(big) } });
+      for (const [source, costMicros] of [
+        ['clicks', BigInt(CLICKS) * CLICK_MICROS],
+        ['rollups', 3n * HOUR_MICROS],
+      ] as const) {
         const report = await runReport(storage, {
           from: '2026-01-02',
           to: '2026-01-03',
           source,
           filter: { flow_id: flow.id },
         });
-        assert.equal(report.currency, 'IDR', source);
-        assert.equal(report.totals.revenue, Number(revenueMicros) / 1e6, source);
-        assert.equal(report.totals.cost, Number(costMicros) / 1e6, source);
-        assert.equal(report.totals.clicks, CLICKS, source);
+        assert.equal(report.totals.revenue, nearest(big), source);
+        assert.equal(report.totals.cost, nearest(costMicros), source);
       }
     });
 
