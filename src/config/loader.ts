@@ -210,21 +210,23 @@ function explain(e: ValueError): string {
  * valid YAML number; JSON would print it `null`).
  */
 function shown(value: unknown): string {
-  return (
-    JSON.stringify(value, (_k, v: unknown) =>
-      typeof v === 'number' && !Number.isFinite(v)
-        ? `\u0000${Number.isNaN(v) ? '.nan' : v > 0 ? '.inf' : '-.inf'}`
-        : v,
-    ) ?? String(value)
-  ).replace(/"\\u0000([^"]*)"/g, '$1');
+  if (typeof value === 'number' && !Number.isFinite(value))
+    return Number.isNaN(value) ? '.nan' : value > 0 ? '.inf' : '-.inf';
+  if (Array.isArray(value)) return `[${value.map(shown).join(',')}]`;
+  if (isPlain(value))
+    return `{${Object.entries(value)
+      .map(([k, v]) => `${JSON.stringify(k)}:${shown(v)}`)
+      .join(',')}}`;
+  return JSON.stringify(value) ?? String(value);
 }
 
 function checkSemantics(c: Config, sourceOf: (key: string) => string, isSet: (key: string) => boolean) {
   const fail = (key: string, what: string): never => {
     throw new ConfigError(`config: ${key} in ${sourceOf(key)}: ${what}`);
   };
-  /** A value that was not set anywhere is the default: named so, as its source. */
-  const told = (key: string, value: number) => (isSet(key) ? `${value}` : `${value}, the default`);
+  /** The other key's value, and where it came from: the one that was wrong may be either. */
+  const told = (key: string, value: number) =>
+    isSet(key) ? `${value}, from ${sourceOf(key)}` : `${value}, the default`;
   for (const name of ['http_buckets_ms', 'controller_buckets_ms', 'task_buckets_ms'] as const) {
     const b = c.observability.metrics[name];
     for (let i = 1; i < b.length; i++) {
@@ -252,7 +254,10 @@ function checkSemantics(c: Config, sourceOf: (key: string) => string, isSet: (ke
   // A node counts as alive for three renewals; forgetting it sooner would drop live nodes.
   if (forget <= 3 * renew) {
     if (isSet('cluster.forget_after_ms') || !isSet('cluster.renew_interval_ms'))
-      fail('cluster.forget_after_ms', `expected more than three cluster.renew_interval_ms (${3 * renew})`);
+      fail(
+        'cluster.forget_after_ms',
+        `expected more than three cluster.renew_interval_ms (3 × ${told('cluster.renew_interval_ms', renew)})`,
+      );
     fail(
       'cluster.renew_interval_ms',
       `expected less than a third of cluster.forget_after_ms (${told('cluster.forget_after_ms', forget)})`,

@@ -112,13 +112,13 @@ describe('configuration loader', () => {
       'renew ≥ ttl',
       { 'config.m.yml': 'cluster:\n  renew_interval_ms: 10000\n' },
       {},
-      /renew_interval_ms .*less than cluster\.lease_ttl_ms/,
+      /renew_interval_ms .*less than cluster\.lease_ttl_ms \(10000, the default\)$/,
     ],
     [
       'a node forgotten before it counts as not alive',
       { 'config.m.yml': 'cluster:\n  forget_after_ms: 9000\n' },
       {},
-      /cluster\.forget_after_ms .*more than three cluster\.renew_interval_ms \(9000\)/,
+      /cluster\.forget_after_ms .*more than three cluster\.renew_interval_ms \(3 × 3000, the default\)$/,
     ],
     [
       'a lease shorter than the default renewal, set by the environment',
@@ -131,6 +131,18 @@ describe('configuration loader', () => {
       { 'config.m.yml': 'cluster:\n  lease_ttl_ms: 86400000\n  renew_interval_ms: 30000000\n' },
       {},
       /^config: cluster\.renew_interval_ms in .*config\.m\.yml: expected less than a third of cluster\.forget_after_ms \(86400000, the default\)$/,
+    ],
+    [
+      'renew ≥ ttl, each set in another place: both named',
+      { 'config.m.yml': 'cluster:\n  renew_interval_ms: 2000\n' },
+      { APP__CLUSTER__LEASE_TTL_MS: '1500' },
+      /^config: cluster\.renew_interval_ms in .*config\.m\.yml: expected less than cluster\.lease_ttl_ms \(1500, from environment variable APP__CLUSTER__LEASE_TTL_MS\)$/,
+    ],
+    [
+      'a string that starts with NUL, quoted as JSON',
+      { 'config.m.yml': 'app:\n  server:\n    trusted_proxies: ["\\0.inf"]\n' },
+      {},
+      /trusted_proxies\.0 .*got "\\u0000\.inf"$/,
     ],
     [
       'an infinite bucket bound, named as YAML spells it',
