@@ -16,7 +16,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, type TestContext, test } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import pg from 'pg';
@@ -103,14 +103,19 @@ const ATTEMPTS = 3;
  * time, which the machine's other load stretches too (a hyperthread sibling at work, caches
  * another process churns): beside three reviewers' nodes and benchmarks, one run in a suite read
  * 35 ms for a PostgreSQL cache reload that otherwise reads 5–12. A task that holds the loop
- * holds it on every run (the code before #12: 60–400 ms, each time).
+ * holds it on every run (the code before #12: 60–400 ms, each time); one that holds it only on some
+ * runs is what the benchmark is for, and the test reports each run over the bound.
  */
-async function attempts(attempt: (n: number) => Promise<Hold>): Promise<Hold[]> {
+async function attempts(t: TestContext, attempt: (n: number) => Promise<Hold>): Promise<Hold[]> {
   const holds: Hold[] = [];
   for (let n = 0; n < ATTEMPTS; n++) {
     holds.push(await attempt(n));
     if (holds[n]!.maxMs <= BOUND_MS) break;
   }
+  // A run over the bound stays in the report even when a later one keeps within it: a task that
+  // holds the loop only now and then shows here (bench/cron/background-stall.bench.ts measures
+  // such tasks over many runs; a test can judge only what a task does every time).
+  if (holds.length > 1) t.diagnostic(`runs over ${BOUND_MS} ms before the last: ${held(holds.slice(0, -1))}`);
   return holds;
 }
 
@@ -178,7 +183,7 @@ for (const backend of BACKENDS) {
       await t.close();
       await new Promise((r) => target.close(r));
     });
-    const it = (name: string, fn: () => Promise<void>) =>
+    const it = (name: string, fn: (t: TestContext) => Promise<void>) =>
       test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     const run = (task: string) => {
       const before = t.node.scheduler.list().find((x) => x.name === task)!.runtime.failures;
@@ -188,9 +193,9 @@ for (const backend of BACKENDS) {
       };
     };
 
-    it(`cache reload of ${CACHED} flows`, async () => {
+    it(`cache reload of ${CACHED} flows`, async (tc) => {
       assert.equal(t.node.routing.cache.section().entries, CACHED);
-      const holds = await attempts(async (n) => {
+      const holds = await attempts(tc, async (n) => {
         // One flow changed behind the cache's back: the reload must pick it up.
         await sql(`UPDATE streams SET weight = ${7 + n} WHERE id = 'stall-stream-0000000'`);
         const r = run('cache_reload');
@@ -206,7 +211,7 @@ for (const backend of BACKENDS) {
       assert.ok(within(holds), held(holds));
     });
 
-    it(`targets check of ${(FLOWS * STREAMS_PER_FLOW) / ACTIVE_EVERY} active streams among ${FLOWS * STREAMS_PER_FLOW}`, async () => {
+    it(`targets check of ${(FLOWS * STREAMS_PER_FLOW) / ACTIVE_EVERY} active streams among ${FLOWS * STREAMS_PER_FLOW}`, async (tc) => {
       // The HTTP client's first call compiles undici's request path once per process: not the task's.
       await t.node.httpClient.request({
         url: targetUrl.replace('{stream}', 'warm-up'),
@@ -214,7 +219,7 @@ for (const backend of BACKENDS) {
         client: 'test',
       });
       const active = (FLOWS * STREAMS_PER_FLOW) / ACTIVE_EVERY;
-      const holds = await attempts(async () => {
+      const holds = await attempts(tc, async () => {
         targetHits = 0;
         const r = run('targets_check');
         const hold = await longestHold(() => r.done);
@@ -227,8 +232,8 @@ for (const backend of BACKENDS) {
       assert.ok(within(holds), held(holds));
     });
 
-    it('totals refresh', async () => {
-      const holds = await attempts(async () => {
+    it('totals refresh', async (tc) => {
+      const holds = await attempts(tc, async () => {
         const hold = await longestHold(() => t.node.routing.refreshAggregates());
         assert.deepEqual(
           { total: t.node.routing.streamsSection().total, active: t.node.routing.streamsSection().active },
@@ -239,8 +244,8 @@ for (const backend of BACKENDS) {
       assert.ok(within(holds), held(holds));
     });
 
-    it(`counter flush of ${TOUCHED} touched streams`, async () => {
-      const holds = await attempts(async (n) => {
+    it(`counter flush of ${TOUCHED} touched streams`, async (tc) => {
+      const holds = await attempts(tc, async (n) => {
         const now = Date.now();
         for (let i = 0; i < TOUCHED; i++) {
           const flow = `stall-flow-${String(Math.floor(i / STREAMS_PER_FLOW)).padStart(6, '0')}`;
@@ -283,9 +288,9 @@ for (const backend of BACKENDS) {
       );
     };
 
-    it(`a report over ${REPORT_CLICKS} clicks grouped by day and country`, async () => {
+    it(`a report over ${REPORT_CLICKS} clicks grouped by day and country`, async (tc) => {
       await seedDay();
-      const holds = await attempts(async () => {
+      const holds = await attempts(tc, async () => {
         let rows = 0;
         const hold = await longestHold(async () => {
           // From the click log (the seed wrote no hourly rollups): the scan is what could hold the loop.
@@ -303,12 +308,12 @@ for (const backend of BACKENDS) {
       assert.ok(within(holds), held(holds));
     });
 
-    it(`a click log flush of a whole batch as the node cuts it into a log of ${REPORT_CLICKS}`, async () => {
+    it(`a click log flush of a whole batch as the node cuts it into a log of ${REPORT_CLICKS}`, async (tc) => {
       // On SQLite the batch (50,000 clicks there) is applied on the writer thread; on its own
       // connection the inserts yielded, but the COMMIT that writes every page they dirtied was one call.
       await seedDay();
       const FLUSHED_CLICKS = t.node.storage.clicks.batchMaxRows;
-      const holds = await attempts(async (n) => {
+      const holds = await attempts(tc, async (n) => {
         const at = Date.now();
         for (let i = 0; i < FLUSHED_CLICKS; i++) {
           const flow = i % FLOWS;
@@ -334,13 +339,13 @@ for (const backend of BACKENDS) {
       assert.ok(within(holds), held(holds));
     });
 
-    it(`the clicks list walking all ${REPORT_CLICKS} clicks for a country none has`, async () => {
+    it(`the clicks list walking all ${REPORT_CLICKS} clicks for a country none has`, async (tc) => {
       // No index narrows a country: the page and its capped count walk the whole log (on SQLite on
       // the reader thread; it held the loop for ~90 ms before).
       await seedDay();
       const all = await t.node.storage.clicks.list({ filter: {}, limit: 1 });
       assert.ok(all.total_capped, 'the log holds more clicks than a count stops at');
-      const holds = await attempts(async () => {
+      const holds = await attempts(tc, async () => {
         let total = -1;
         const hold = await longestHold(async () => {
           const page = await t.node.storage.clicks.list({ filter: { country: 'JP' }, limit: 50 });
@@ -352,11 +357,11 @@ for (const backend of BACKENDS) {
       assert.ok(within(holds), held(holds));
     });
 
-    it(`report rollups retention of one hour of ${ROLLUP_ROWS} rollup rows`, async () => {
+    it(`report rollups retention of one hour of ${ROLLUP_ROWS} rollup rows`, async (tc) => {
       // A busy hour's rollups: one row per flow, stream, country, device, os, browser, language
       // and outcome seen in it. Deleted in one statement, the hour held the loop on SQLite.
       const hour = '2026-01-05T03:00:00.000Z';
-      const holds = await attempts(async () => {
+      const holds = await attempts(tc, async () => {
         await sql(
           backend.name === 'sqlite'
             ? `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ${ROLLUP_ROWS})
