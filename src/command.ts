@@ -19,6 +19,14 @@ import { systemClock } from './time/index.ts';
 
 /** A repeated stop signal within this long of the first is an echo (group + npm's forward). */
 const SIGNAL_ECHO_MS = 1000;
+/**
+ * Run by `npm start` and stopped by one signal: how long the node waits, once stopped, for npm's
+ * copy of it. npm forwards a stop signal to its script and stops listening for signals when the
+ * script exits; a signal to the whole group that npm had not yet taken when the node exited (a
+ * busy machine, a quick stop) then killed npm itself, which exited by SIGTERM instead of 0. Its copy
+ * arriving says npm has taken the signal; when npm alone was signalled, no copy comes.
+ */
+const NPM_ECHO_WAIT_MS = 250;
 
 /** sysexits.h: a command line that makes no sense. */
 const EXIT_USAGE = 64;
@@ -142,11 +150,18 @@ async function start(args: string[]): Promise<number> {
   const node = await startNode({ configDir: values['config-dir'], mode: values.mode });
   return new Promise<number>((resolveExit) => {
     let signalledAt: number | undefined;
+    let echoed: (() => void) | undefined;
+    const echo = new Promise<void>((r) => {
+      echoed = r;
+    });
     const onSignal = (signal: NodeJS.Signals) => {
       if (signalledAt !== undefined) {
         // A signal to the process group reaches this node and `npm start` alike, and npm forwards
         // its copy: a repeat within the echo window is the same request to stop, not impatience.
-        if (performance.now() - signalledAt < SIGNAL_ECHO_MS) return;
+        if (performance.now() - signalledAt < SIGNAL_ECHO_MS) {
+          echoed?.();
+          return;
+        }
         process.stderr.write(`second ${signal}: exiting now\n`);
         process.exit(1);
       }
@@ -165,7 +180,14 @@ async function start(args: string[]): Promise<number> {
       timer.unref();
       node.logger.info({ signal }, 'signal received');
       node.stop().then(
-        () => resolveExit(0),
+        async () => {
+          if (process.env.npm_lifecycle_event !== undefined) {
+            // Not unref'd: the wait itself is what keeps the process until npm has the signal.
+            const wait = new Promise<void>((r) => setTimeout(r, NPM_ECHO_WAIT_MS));
+            await Promise.race([echo, wait]);
+          }
+          resolveExit(0);
+        },
         (err) => {
           node.logger.error({ err }, 'error during stop');
           resolveExit(1);

@@ -60,7 +60,8 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 interface Started {
   child: ChildProcess;
   url: string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
+  /** `at`: when, on this process's monotonic clock; `wall`: the same on the wall clock (the node's logs). */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number; wall: number }>;
   out: () => string;
 }
 
@@ -68,11 +69,11 @@ interface Started {
 function launch(
   command: string,
   args: string[],
-  opts: { detached?: boolean; configDir?: string } = {},
+  opts: { detached?: boolean; configDir?: string; env?: Record<string, string> } = {},
 ): Promise<Started> {
   const child = spawn(command, args, {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, APP_CONFIG_DIR: opts.configDir ?? dir, APP_MODE: 'test' },
+    env: { PATH: process.env.PATH, APP_CONFIG_DIR: opts.configDir ?? dir, APP_MODE: 'test', ...opts.env },
     detached: opts.detached ?? false,
   });
   let out = '';
@@ -84,11 +85,17 @@ function launch(
   });
   // The exit, then its output read to the end — unless an orphaned child holds the pipes open.
   const closed = new Promise((res) => child.on('close', res));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((res) =>
+  const exited = new Promise<{
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    at: number;
+    wall: number;
+  }>((res) =>
     child.on('exit', (code, signal) => {
       const at = performance.now();
+      const wall = Date.now();
       void Promise.race([closed, new Promise((r) => setTimeout(r, 2000).unref())]).then(() =>
-        res({ code, signal, at }),
+        res({ code, signal, at, wall }),
       );
     }),
   );
@@ -145,8 +152,25 @@ describe('graceful stop', () => {
         node.child.kill('SIGTERM');
         const exit = await node.exited;
         assert.deepEqual({ code: exit.code, signal: exit.signal }, { code: 0, signal: null }, node.out());
-        // Not a speed check: the deadline is part of the contract, and the slack is a whole second.
-        assert.ok(exit.at - sent < TIMEOUT_MS + 1000, `stopped after ${Math.round(exit.at - sent)} ms`);
+        // Not a speed check: the deadline is part of the contract (§17: the stop ends within the
+        // timeout + 1 s), judged by the node's own clock from the signal to the end of its stop
+        // (exit 0 says its hard-exit timer, armed at the signal for that long, did not fire). From
+        // out here the OS's delivery of the signal and of the exit adds to it: on two cores shared
+        // with other suites that read 4,030 ms once, for a stop the node timed within its bound.
+        const at = (message: string) => {
+          const line = node
+            .out()
+            .split('\n')
+            .find((l) => l.includes(`"message":"${message}"`));
+          assert.ok(line, `${message}: ${node.out()}`);
+          return Date.parse(JSON.parse(line).time);
+        };
+        const stop = at('sluice stopped') - at('signal received');
+        assert.ok(stop < TIMEOUT_MS + 1000, `stopped after ${stop} ms`);
+        assert.ok(
+          exit.at - sent < TIMEOUT_MS + 3000,
+          `exited ${Math.round(exit.at - sent)} ms after the signal`,
+        );
         assert.equal((await persistedClicks()) - before, answered);
         const closed = node
           .out()
@@ -212,6 +236,45 @@ describe('npm start is signal-transparent', { skip: process.platform !== 'linux'
       });
     }
   }
+});
+
+describe('run by npm', () => {
+  /** src/command.ts: how long a node run by npm waits, once stopped, for npm's copy of the signal. */
+  const NPM_ECHO_WAIT_MS = 250;
+  const timeOf = (out: string, message: string) => {
+    const line = out.split('\n').find((l) => l.includes(`"message":"${message}"`));
+    assert.ok(line, `${message}: ${out}`);
+    return Date.parse(JSON.parse(line).time);
+  };
+
+  test("signalled alone, the node waits a moment for npm's copy of the signal before it exits", async () => {
+    // npm stops listening for signals when its script exits: a group's signal it had not taken yet
+    // would then kill it. Here no npm forwards anything, so the node waits the whole moment.
+    const node = await launch(process.execPath, [CLI, 'start'], { env: { npm_lifecycle_event: 'start' } });
+    try {
+      node.child.kill('SIGTERM');
+      const exit = await node.exited;
+      assert.deepEqual({ code: exit.code, signal: exit.signal }, { code: 0, signal: null }, node.out());
+      // Log times are whole milliseconds: one of slack.
+      const waited = exit.wall - timeOf(node.out(), 'sluice stopped');
+      assert.ok(waited >= NPM_ECHO_WAIT_MS - 1, `exited ${waited} ms after its stop`);
+    } finally {
+      node.child.kill('SIGKILL');
+    }
+  });
+
+  test("npm's copy of the signal, as a group signal brings it, is the same stop (exit 0)", async () => {
+    const node = await launch(process.execPath, [CLI, 'start'], { env: { npm_lifecycle_event: 'start' } });
+    try {
+      node.child.kill('SIGTERM');
+      node.child.kill('SIGTERM');
+      const exit = await node.exited;
+      assert.deepEqual({ code: exit.code, signal: exit.signal }, { code: 0, signal: null }, node.out());
+      assert.doesNotMatch(node.out(), /exiting now/);
+    } finally {
+      node.child.kill('SIGKILL');
+    }
+  });
 });
 
 describe('a start that cannot listen', () => {
