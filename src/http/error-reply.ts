@@ -27,7 +27,23 @@ interface SchemaProblem {
     missingProperty?: string;
     pattern?: string;
     allowedValue?: unknown;
+    limit?: number;
   };
+  /** The schema that failed (ajv's `verbose`): its `description` says what a value must be. */
+  parentSchema?: { description?: string };
+}
+
+/** Problems listed at most: a body of a thousand bad items is told about the first of them. */
+const MAX_PROBLEMS = 20;
+
+/** What one problem says, in words rather than ajv's (a pattern is described, not quoted). */
+function messageOf(v: SchemaProblem): string {
+  if (v.keyword === 'pattern' && v.params?.pattern === TEXT_PATTERN)
+    return 'must not contain control characters (U+0000–U+001F, U+007F–U+009F)';
+  if (v.keyword === 'pattern' && v.parentSchema?.description !== undefined)
+    return `must be ${v.parentSchema.description}`;
+  if (v.keyword === 'minLength' && v.params?.limit === 1) return 'must not be empty';
+  return v.message ?? 'invalid';
 }
 
 /**
@@ -46,7 +62,7 @@ function describeSchemaProblems(problems: SchemaProblem[]): { path: string; mess
         .filter((b) => b.keyword === 'const')
         .map((b) => JSON.stringify(b.params?.allowedValue));
       // Not a list of literals (a string of some length, or a boolean): what each branch wanted.
-      const wanted = [...new Set(mine.map((b) => b.message).filter((m) => m !== undefined))];
+      const wanted = [...new Set(mine.map(messageOf))];
       out.push({
         path: at || '/',
         message: allowed.length
@@ -63,16 +79,13 @@ function describeSchemaProblems(problems: SchemaProblem[]): { path: string; mess
       out.push({ path: `${at}/${v.params.additionalProperty}`, message: 'is not a known field' });
     } else if (v.keyword === 'required' && v.params?.missingProperty !== undefined) {
       out.push({ path: `${at}/${v.params.missingProperty}`, message: 'is required' });
-    } else if (v.keyword === 'pattern' && v.params?.pattern === TEXT_PATTERN) {
-      out.push({
-        path: at || '/',
-        message: 'must not contain control characters (U+0000–U+001F, U+007F–U+009F)',
-      });
     } else {
-      out.push({ path: at || '/', message: v.message ?? 'invalid' });
+      out.push({ path: at || '/', message: messageOf(v) });
     }
   }
-  return out;
+  // One problem a field (a value failing its pattern and its length is one thing to fix).
+  const seen = new Set<string>();
+  return out.filter((p) => !seen.has(p.path) && seen.add(p.path)).slice(0, MAX_PROBLEMS);
 }
 
 /** Maps whatever was thrown (ours, fastify's, a bug) to a contract error. */

@@ -150,7 +150,15 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     ajv: {
-      customOptions: { removeAdditional: false, coerceTypes: false, useDefaults: true, allErrors: false },
+      // Every problem of a body at once (a form is fixed in one go, not one field a save), and the
+      // failing schema with each, so a pattern says what it means rather than quoting itself.
+      customOptions: {
+        removeAdditional: false,
+        coerceTypes: false,
+        useDefaults: true,
+        allErrors: true,
+        verbose: true,
+      },
     },
     // The router's refusals (a malformed %-escape, an over-long parameter): no route and none of
     // its hooks run, so the answer is counted here, under the unmatched key. fastify's message

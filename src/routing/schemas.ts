@@ -18,7 +18,10 @@ const Version = Type.Integer({
   maximum: INT4_MAX,
   description: 'expected current version; a stale one is 409 resource.conflict',
 });
-const Slug = Type.String({ pattern: SLUG_PATTERN });
+const Slug = Type.String({
+  pattern: SLUG_PATTERN,
+  description: '1–64 of a–z, 0–9 and -, starting with a letter or digit (e.g. summer-sale)',
+});
 const Name = Text({ minLength: 1, maxLength: 200 });
 const FlowStatus = lit(['active', 'paused'] as const);
 const Rotation = lit(['position', 'weight'] as const);
@@ -28,7 +31,10 @@ const RedirectCode = lit([301, 302, 303, 307] as const);
 const Position = Type.Integer({ minimum: 0, maximum: 1_000_000 });
 const Weight = Type.Integer({ minimum: 0, maximum: 10_000 });
 /** Two letters in either case (upper-cased when stored, as `cf-ipcountry: de` is read); assigned codes only, checked by the service. */
-const Countries = Type.Array(Type.String({ pattern: '^[A-Za-z]{2}$' }), { maxItems: 300 });
+const Countries = Type.Array(
+  Type.String({ pattern: '^[A-Za-z]{2}$', description: 'a two-letter ISO 3166-1 country code (e.g. DE)' }),
+  { maxItems: 300 },
+);
 /** A rule (§13); each value's meaning depends on the field and is checked by the service (rules.ts). */
 const Rule = Type.Object(
   {
@@ -53,11 +59,19 @@ const Filters = Type.Object(
 const BotAction = lit(['route', 'block', 'stream'] as const);
 const RedirectMode = lit(['http', 'meta_refresh', 'js'] as const);
 /** IANA name; whether ICU knows it is checked by the service. */
-const TimeZone = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_+:/-]+$' });
+const TimeZone = Type.String({
+  minLength: 1,
+  maxLength: 64,
+  pattern: '^[A-Za-z0-9_+:/-]+$',
+  description: 'a time zone: an IANA name (UTC, Europe/Berlin) or a UTC offset (+02:00)',
+});
 /** Clicks per day; 0: no cap. */
 const DailyCap = Type.Integer({ minimum: 0, maximum: INT4_MAX });
 const Money = Type.Number({ minimum: 0, maximum: 1_000_000 });
-const Currency = Type.String({ pattern: '^[A-Z]{3}$' });
+const Currency = Type.String({
+  pattern: '^[A-Z]{3}$',
+  description: 'an ISO 4217 currency code in capitals (e.g. USD, EUR)',
+});
 const TargetUrl = Text({ minLength: 1, maxLength: 2048 });
 const Order = lit(['asc', 'desc'] as const);
 /** `limit` of every keyset-paged ACP list (§4): 50 unless given, at most 500. */

@@ -140,7 +140,7 @@ describe('web console in a browser', { skip }, () => {
     await page.fill('#f-name', 'Browser flow');
     await page.click('form[aria-label="New flow"] button[type=submit]');
     await page.waitForSelector('[data-field-error=slug]');
-    assert.match((await page.textContent('[data-field-error=slug]')) ?? '', /pattern/);
+    assert.match((await page.textContent('[data-field-error=slug]')) ?? '', /must be 1–64 of a–z, 0–9 and -/);
     await screenshot(page, 'console-flow-validation');
     await page.fill('#f-slug', 'browser-flow');
     await page.click('form[aria-label="New flow"] button[type=submit]');

@@ -98,6 +98,20 @@ for (const backend of BACKENDS) {
         400,
       );
       assert.equal(badZone.error.code, 'validation.invalid_input');
+      // Every problem of a body at once, each in words (a form is fixed in one save, not one a field).
+      const many = await call<{ error: { details: { path: string; message: string }[] } }>(
+        '/acp/traffic-flows/create',
+        { slug: 'Summer Sale!', name: '', currency: 'usd' },
+        400,
+      );
+      assert.deepEqual(many.error.details, [
+        {
+          path: '/slug',
+          message: 'must be 1–64 of a–z, 0–9 and -, starting with a letter or digit (e.g. summer-sale)',
+        },
+        { path: '/name', message: 'must not be empty' },
+        { path: '/currency', message: 'must be an ISO 4217 currency code in capitals (e.g. USD, EUR)' },
+      ]);
       assert.match(
         badZone.error.message,
         /\/timezone: "Mars\/Olympus" is not a time zone: an IANA name \(UTC, Europe\/Berlin\) or a UTC offset \(\+02:00\)$/,
@@ -141,7 +155,7 @@ for (const backend of BACKENDS) {
       assert.match(badMode.error.message, /redirect_mode must be one of "http", "meta_refresh", "js"/);
       // A value neither a string of 1–256 characters nor a boolean says what it should be.
       for (const [value, why] of [
-        ['', /\/filters\/rules\/0\/values\/0 must NOT have fewer than 1 characters, or must be boolean/],
+        ['', /\/filters\/rules\/0\/values\/0 must not be empty, or must be boolean/],
         [9, /\/filters\/rules\/0\/values\/0 must be string, or must be boolean/],
       ] as const) {
         const bad = await call<{ error: { message: string } }>(

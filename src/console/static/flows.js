@@ -139,9 +139,11 @@ function toBody(fields, values, initial, id) {
                 .map((c) => c.toUpperCase())
             : f.name === 'redirect_code'
               ? Number(raw)
-              : f.bool
-                ? raw === 'true'
-                : raw;
+              : f.name === 'currency'
+                ? String(raw).trim().toUpperCase()
+                : f.bool
+                  ? raw === 'true'
+                  : raw;
     if (
       id === undefined ||
       JSON.stringify(v) !== JSON.stringify(f.toForm ? f.toForm(initial) : initial[f.name])
@@ -282,7 +284,7 @@ const RULE_FIELDS = {
   language: 'de, en',
   ip: '203.0.113.0/24, 2001:db8::/32',
   referrer_host: 'news.example, *.facebook.com',
-  'param:': 'NAME then values, e.g. fb, ig',
+  'param:': 'values, e.g. fb, ig',
   weekday: 'mon, tue, wed',
   hour: '9-17, 22-3',
   is_unique: 'true',
@@ -528,7 +530,7 @@ function SimulatePanel({ flow }) {
       ${input('ip', 'IP', { placeholder: '203.0.113.7' })}
       ${input('referrer', 'Referrer', { placeholder: 'https://m.facebook.com/' })}
       ${input('query', 'Query', { placeholder: 'sub1=ad7&src=fb' })}
-      ${input('at', 'Time (local)', { type: 'datetime-local' })}
+      ${input('at', `Time (your browser's, ${Intl.DateTimeFormat().resolvedOptions().timeZone || 'local'})`, { type: 'datetime-local' })}
       <button type="submit">Test</button>
     </form>
     <${ErrorLine} error=${error} />
@@ -537,7 +539,7 @@ function SimulatePanel({ flow }) {
         ? html`<div class="sim-result" data-testid="sim-result">
             <p><strong data-testid="sim-outcome">${result.outcome}</strong>
               ${result.stream ? html` → stream <strong data-testid="sim-stream">${result.stream.name}</strong> (${result.stream.type})` : ' — no stream'}
-              ${result.location ? html`<br /><code class="clip" title=${result.location}>${result.status} ${result.location}</code>` : ''}</p>
+              ${result.location ? html`<br /><code class="location">${result.status} ${result.location}</code>` : ''}</p>
             ${result.reason ? html`<p data-testid="sim-reason">${result.reason}</p>` : ''}
             <p class="hint">Seen as: ${[result.click.country ?? 'no country', result.click.device_type, result.click.os, result.click.browser, result.click.language, result.click.is_bot ? 'bot' : 'person', result.click.is_unique ? 'unique' : 'not unique'].filter(Boolean).join(' · ')}</p>
             <${SortTable} label="Decision trace" rowKey=${(s) => s.stream_id + s.reason} rows=${result.trace}
@@ -654,8 +656,7 @@ export function FlowsPage({ me }) {
     <${ErrorLine} error=${paged.error ?? failure} />
     ${
       paged.page && paged.page.total === 0
-        ? html`<p class="notice" data-testid="no-flows">No traffic flows yet. ${admin ? 'Create one with New flow, then give it a default stream' : 'An admin creates them'}
-            (or run <code>npm run seed-demo</code> for two demo flows).</p>`
+        ? html`<p class="notice" data-testid="no-flows">No traffic flows yet. ${admin ? 'Create one with New flow, then give it a default stream' : 'An admin creates them'} (or run <code>npm run seed-demo</code> for two demo flows).</p>`
         : ''
     }
     ${paged.page ? html`<${SortTable} label="Flows" columns=${columns} rows=${paged.page.items} rowKey=${(f) => f.id} sort=${paged.sort} onSort=${paged.setSort} rowClass=${(f) => (f.id === selected?.id ? 'selected' : '')} />` : html`<p>Loading…</p>`}

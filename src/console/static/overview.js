@@ -25,8 +25,39 @@ function timeTicks(_u, splits) {
 /** Value ticks as precise as their step (0.25 stays 0.25; two ticks never read the same). */
 const valueTick = (v) => v.toLocaleString('en-GB', { maximumFractionDigits: 6 });
 
-/** A uPlot chart that follows its container's width (1280 px desktop or a phone). */
-export function Chart({ title, series, data, unit }) {
+/**
+ * Ticks for points a day or an hour apart (a report): on the points themselves, at most about ten,
+ * each labelled once (a day by its date, an hour by its time, with the date when the range spans
+ * days). uPlot's own splits fell between the points: one day read as ten dates around it, a week
+ * as each date four times.
+ */
+function stepAxis(step) {
+  return {
+    splits: (u) => {
+      const xs = u.data[0];
+      const every = Math.max(1, Math.ceil(xs.length / 10));
+      return xs.filter((_, i) => i % every === 0);
+    },
+    values: (u, splits) => {
+      const xs = u.data[0];
+      const days = xs.length > 0 && xs[xs.length - 1] - xs[0] >= 86400;
+      const opts =
+        step >= 86400
+          ? { day: '2-digit', month: '2-digit' }
+          : days
+            ? { day: '2-digit', month: '2-digit', hour: '2-digit', minute: '2-digit' }
+            : { hour: '2-digit', minute: '2-digit' };
+      return splits.map((s) => new Date(s * 1000).toLocaleString('en-GB', opts));
+    },
+  };
+}
+
+/**
+ * A uPlot chart that follows its container's width (1280 px desktop or a phone). `step` (seconds):
+ * the points are that far apart (a report by day or hour), ticked on the points, and a lone point
+ * sits in the middle of its own step.
+ */
+export function Chart({ title, series, data, unit, step }) {
   const box = useRef(null);
   const plot = useRef(null);
   const key = series.join('|');
@@ -38,9 +69,12 @@ export function Chart({ title, series, data, unit }) {
       height: 180,
       legend: { show: true, live: false },
       // Rates and latencies start at zero, so a flat line reads as flat, not as noise.
-      scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+      scales: {
+        x: step ? { time: true, range: (_u, min, max) => [min - step / 2, max + step / 2] } : { time: true },
+        y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
+      },
       axes: [
-        { values: timeTicks },
+        step ? stepAxis(step) : { values: timeTicks },
         { size: 64, values: (_u, vals) => vals.map((v) => `${valueTick(v)}${unit}`) },
       ],
       series: [{}, ...series.map((label, i) => ({ label, stroke: COLOURS[i % COLOURS.length], width: 1.5 }))],
@@ -55,7 +89,7 @@ export function Chart({ title, series, data, unit }) {
       plot.current?.destroy();
       plot.current = null;
     };
-  }, [key]);
+  }, [key, step]);
   useEffect(() => {
     plot.current?.setData(data);
   }, [data]);

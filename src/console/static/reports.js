@@ -44,6 +44,15 @@ export function ReportsPage() {
   const [groupBy, setGroupBy] = useState(['day', flowInHash ? 'country' : 'flow']);
   const [flowId, setFlowId] = useState(flowInHash ?? '');
   const [currency, setCurrency] = useState('');
+  /** Whose clicks: everyone's, people's only or bots' only (`filter.is_bot`); conversions follow their click. */
+  const [traffic, setTraffic] = useState('all');
+  /** The flows to pick from (slug and id), read once. */
+  const [flows, setFlows] = useState([]);
+  useEffect(() => {
+    acp('/acp/traffic-flows/list', { limit: 500 })
+      .then((page) => setFlows(page.items.map((f) => ({ id: f.id, slug: f.slug }))))
+      .catch(() => setFlows([]));
+  }, []);
   /** The currencies the selection's money is in: several are never added up (money shows per currency). */
   const [currencies, setCurrencies] = useState([]);
   const [report, setReport] = useState(null);
@@ -54,6 +63,7 @@ export function ReportsPage() {
     const filter = {};
     if (flowId) filter.flow_id = flowId;
     if (currency) filter.currency = currency.toUpperCase();
+    if (traffic !== 'all') filter.is_bot = traffic === 'bots';
     return {
       from: range[0],
       to: range[1],
@@ -86,7 +96,7 @@ export function ReportsPage() {
   // Runs on the first view and whenever the question changes.
   useEffect(() => {
     run();
-  }, [range[0], range[1], groupBy.join(','), flowId, currency]);
+  }, [range[0], range[1], groupBy.join(','), flowId, currency, traffic]);
 
   const download = async () => {
     try {
@@ -112,20 +122,27 @@ export function ReportsPage() {
         render: (r) => r[k] ?? html`<span class="hint">none</span>`,
       })),
     ),
-    ...['clicks', 'uniques', 'bots', 'no_match', 'conversions'].map((k) => ({
+    ...['clicks', 'uniques', 'bots', 'no_match', 'conversions', 'leads', 'sales', 'rejected'].map((k) => ({
       key: k,
       label: k.replace('_', ' '),
       num: true,
       sort: (r) => r[k],
       render: (r) => fmt.n(r[k]),
     })),
-    ...['revenue', 'cost', 'profit', 'epc'].map((k) => ({
+    ...['revenue', 'cost', 'profit'].map((k) => ({
       key: k,
       label: k,
       num: true,
       sort: (r) => r[k] ?? -Infinity,
       render: (r) => money(r[k], cur),
     })),
+    {
+      key: 'epc',
+      label: 'EPC',
+      num: true,
+      sort: (r) => r.epc ?? -Infinity,
+      render: (r) => fmt.perClick(r.epc, cur ?? ''),
+    },
     { key: 'cr', label: 'CR', num: true, sort: (r) => r.cr ?? -1, render: (r) => ratio(r.cr) },
     { key: 'roi', label: 'ROI', num: true, sort: (r) => r.roi ?? -Infinity, render: (r) => ratio(r.roi) },
   ];
@@ -194,7 +211,16 @@ export function ReportsPage() {
             ${DIMENSIONS.map((d) => html`<option value=${d}>${d}</option>`)}
           </select></label>`,
       )}
-      <label>Flow id <input name="flow" value=${flowId} placeholder="all flows" onChange=${(e) => setFlowId(e.currentTarget.value.trim())} /></label>
+      <label>Flow <select name="flow" value=${flowId} onChange=${(e) => setFlowId(e.currentTarget.value)}>
+        <option value="">all flows</option>
+        ${flows.map((f) => html`<option value=${f.id}>${f.slug}</option>`)}
+        ${flowId && !flows.some((f) => f.id === flowId) ? html`<option value=${flowId}>${flowId}</option>` : ''}
+      </select></label>
+      <label>Traffic <select name="traffic" value=${traffic} onChange=${(e) => setTraffic(e.currentTarget.value)}>
+        <option value="all">all clicks</option>
+        <option value="people">people only</option>
+        <option value="bots">bots only</option>
+      </select></label>
       ${
         currencies.length > 1
           ? html`<label>Currency <select name="currency" value=${currency} onChange=${(e) => setCurrency(e.currentTarget.value)}>
@@ -206,7 +232,7 @@ export function ReportsPage() {
       <button type="submit" disabled=${busy}>Run</button>
       <button type="button" class="secondary" onClick=${download} data-testid="report-csv">CSV</button>
     </form>
-    <p class="hint">Times in ${ZONE}. Clicks count at their time, conversions when the postback arrived. ${
+    <p class="hint">Times in ${ZONE}. Clicks count at their time, conversions when the postback arrived${traffic === 'all' ? ' (a conversion on a bot click counts too: pick people only to leave those out)' : ''}. ${
       report
         ? html`<span data-testid="report-updated">Updated ${fmt.time(new Date().toISOString())} · ${report.total_rows} rows${report.currency ? ` · money in ${report.currency}` : ''}</span>`
         : ''
@@ -217,13 +243,11 @@ export function ReportsPage() {
         : ''
     }
     <${ErrorLine} error=${error} />
-    ${chart ? html`<${Chart} title=${`Clicks and conversions by ${time}`} series=${['clicks', 'conversions']} data=${chart} unit="" />` : ''}
+    ${chart ? html`<${Chart} title=${`Clicks and conversions by ${time}`} series=${['clicks', 'conversions']} data=${chart} unit="" step=${time === 'day' ? 86_400 : 3_600} />` : ''}
     ${
       report
-        ? html`<${SortTable} label="Report" columns=${columns} rows=${[...report.rows]} rowKey=${(r) => dims.map((d) => (KEYS[d] ?? [d]).map((k) => r[k])).join('|') || 'all'} />
-            <div class="table-wrap"><table aria-label="Report totals" class="totals"><tbody><tr>
-              ${columns.map((c) => html`<td class=${c.num ? 'num' : ''} data-label=${c.label}>${c.render && totals[c.key] !== '' && totals[c.key] !== 'Total' ? c.render(totals) : totals[c.key]}</td>`)}
-            </tr></tbody></table></div>
+        ? html`<${SortTable} label="Report" columns=${columns} rows=${[...report.rows]} rowKey=${(r) => dims.map((d) => (KEYS[d] ?? [d]).map((k) => r[k])).join('|') || 'all'}
+              footer=${Object.fromEntries(columns.map((c) => [c.key, c.render && totals[c.key] !== '' && totals[c.key] !== 'Total' ? c.render(totals) : totals[c.key]]))} />
             ${report.rows.length === 0 ? html`<p class="hint" data-testid="report-empty">No clicks or conversions in this range. Send traffic to a flow's /go link, or widen the range.</p>` : ''}`
         : busy
           ? html`<p>Loading…</p>`

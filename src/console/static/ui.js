@@ -25,6 +25,11 @@ export const fmt = {
     typeof v === 'number'
       ? `${v.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })}${currency ? ` ${currency}` : ''}`
       : '–',
+  /** Money per click (EPC): four decimals at most, as a buyer reads it (2.9706, 0.0125). */
+  perClick: (v, currency) =>
+    typeof v === 'number'
+      ? `${v.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 4 })}${currency ? ` ${currency}` : ''}`
+      : '–',
   /** Revenue per currency (`{USD: 12.5, EUR: 3}`): each currency apart, never added up. */
   revenue: (byCurrency) => {
     const parts = Object.entries(byCurrency ?? {}).map(([c, v]) => fmt.money(v, c));
@@ -79,7 +84,7 @@ export const ErrorLine = ({ error }) =>
  * sort is the caller's (a paged list sorted by the server: sorting one page would mislead): the
  * table shows `sort` and reports clicks, and keeps the rows in the order given.
  */
-export function SortTable({ columns, rows, initial, rowClass, rowKey, label, sort: outer, onSort }) {
+export function SortTable({ columns, rows, initial, rowClass, rowKey, label, sort: outer, onSort, footer }) {
   const [inner, setInner] = useState(initial ?? null);
   const sort = onSort ? outer : inner;
   const setSort = onSort ? (next) => onSort(next(sort)) : setInner;
@@ -135,14 +140,19 @@ export function SortTable({ columns, rows, initial, rowClass, rowKey, label, sor
             html`<tr key=${rowKey(r)} class=${rowClass?.(r) ?? ''}>
               ${columns.map(
                 (c) =>
-                  html`<td class=${c.num ? 'num' : ''} data-label=${c.label}>
-                    ${c.render ? c.render(r) : r[c.key]}
-                  </td>`,
+                  html`<td class=${c.num ? 'num' : ''} data-label=${c.label}>${c.render ? c.render(r) : r[c.key]}</td>`,
               )}
             </tr>`,
         )}
         ${sorted.length === 0 ? html`<tr><td colspan=${columns.length} class="empty">nothing here</td></tr>` : ''}
       </tbody>
+      ${
+        footer
+          ? html`<tfoot><tr>${columns.map(
+              (c) => html`<td class=${c.num ? 'num' : ''} data-label=${c.label}>${footer[c.key]}</td>`,
+            )}</tr></tfoot>`
+          : ''
+      }
     </table>
   </div>`;
 }
