@@ -80,8 +80,18 @@ export interface SluiceNode {
 
 /** How long leader-task runs stay in the run journal. */
 const JOURNAL_KEEP_MS = 7 * 86_400_000;
-/** How long a graceful stop keeps retrying the click log's last batches while the database refuses. */
-const CLICK_LOG_STOP_MS = 1000;
+/**
+ * A graceful stop ends within `app.server.shutdown_timeout_ms` + this (§17; the CLI's hard-exit timer
+ * is armed for as long). The click log and the counters retry their last writes, while the database
+ * refuses, for what is left of it.
+ */
+const STOP_SLACK_MS = 1000;
+/** Kept, of a stop's budget, for what follows the click log: the counters, leadership, storage, exit. */
+const AFTER_CLICK_LOG_MS = 600;
+/** Kept, of a stop's budget, for what follows the counters: leadership, storage, the log, exit. */
+const AFTER_COUNTERS_MS = 300;
+/** A failed start undoes what it made with no stop deadline: the click log's retries are this long. */
+const UNDO_RETRY_MS = 1000;
 
 /** A stable-looking id for this process when `app.server.id` is unset: host name plus 8 hex. */
 export function generateServerId(): string {
@@ -146,6 +156,11 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
   // undone; both unwind the same stack in reverse order, and a part that fails to stop does not
   // keep the ones below it (counters, leadership, storage) from stopping.
   const lifecycle = new AsyncDisposableStack();
+  /** When a stop must be over (monotonic ms), set when it begins; a failed start has none. */
+  let stopDeadline: number | undefined;
+  /** What is left of the stop's budget for a part, keeping `reserve` ms for the parts after it. */
+  const leftOfStop = (reserve: number) =>
+    stopDeadline === undefined ? UNDO_RETRY_MS : Math.max(0, stopDeadline - clock.monotonic() - reserve);
   lifecycle.defer(() => logger.flush());
   lifecycle.defer(() => storage.close());
   try {
@@ -258,12 +273,12 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     routing.start();
     // In-flight requests are done by the time this runs: whatever they counted is persisted
     // before storage closes, whatever became of the server's close.
-    lifecycle.defer(() => routing.stop());
+    lifecycle.defer(() => routing.stop(leftOfStop(AFTER_COUNTERS_MS)));
     clickLog.start();
     // After the server drained: every click answered is in the buffer by then. A database that
-    // refuses gets a short retry, not the whole grace period (the stop has its deadline).
+    // refuses is retried for what is left of the stop's budget (a short outage costs no click).
     lifecycle.defer(async () => {
-      await clickLog.stop(Math.min(CLICK_LOG_STOP_MS, config.app.server.shutdown_timeout_ms));
+      await clickLog.stop(leftOfStop(AFTER_CLICK_LOG_MS));
     });
 
     // First sightings are written to the database: nodes that share PostgreSQL agree on uniques
@@ -446,6 +461,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       acp,
       stop: () => {
         stopping ??= (async () => {
+          stopDeadline = clock.monotonic() + config.app.server.shutdown_timeout_ms + STOP_SLACK_MS;
           logger.info('sluice stopping');
           await lifecycle.disposeAsync();
           logger.info('sluice stopped');

@@ -301,6 +301,55 @@ describe('a start that cannot listen', () => {
   });
 });
 
+describe('a database that refuses for a moment during a stop', async () => {
+  const available = await pgAvailable();
+  test('costs no click and no count: the last writes are retried for what is left of the stop', {
+    skip: !available && 'PostgreSQL unavailable',
+  }, async () => {
+    const proxy = new TcpProxy('127.0.0.1', Number(new URL(PG_URL).port || 5432));
+    await proxy.start();
+    const via = new URL(PG_URL);
+    via.port = String(proxy.port);
+    const schema = testSchema();
+    const pgDir = mkdtempSync(join(tmpdir(), 'sluice-blip-'));
+    const direct = openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock });
+    try {
+      await seedStopFlow(openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock }));
+      writeFileSync(
+        join(pgDir, 'config.test.yml'),
+        `app:\n  server:\n    port: 0\n    shutdown_timeout_ms: ${TIMEOUT_MS}\nstorage:\n  driver: postgres\n  postgres:\n` +
+          `    url: ${via.toString()}\n    schema: ${schema}\n` +
+          // The clicks and counts stay in memory until the stop writes them.
+          'clicks:\n  flush_interval_ms: 60000\ncron:\n  tasks:\n    stats_flush:\n      enabled: false\n',
+      );
+      const node = await launch(process.execPath, [CLI, 'start'], { configDir: pgDir });
+      try {
+        const answered = await clicks(node.url, 20);
+        assert.equal(answered, 20);
+        // Down for longer than the second the click log used to retry, far less than the stop's budget.
+        await proxy.down();
+        node.child.kill('SIGTERM');
+        await new Promise((r) => setTimeout(r, 1_600));
+        await proxy.up();
+        const exit = await node.exited;
+        assert.deepEqual({ code: exit.code, signal: exit.signal }, { code: 0, signal: null }, node.out());
+        assert.doesNotMatch(node.out(), /could not write|counts are lost/);
+        const flow = await direct.flows.getBySlug('stop');
+        assert.equal(flow?.clicks, answered, 'every counted click persisted');
+        const logged = await direct.clicks.list({ filter: { flow_id: flow!.id }, limit: 500 });
+        assert.equal(logged.items.length, answered, 'every answered click in the log');
+      } finally {
+        node.child.kill('SIGKILL');
+      }
+    } finally {
+      await direct.close();
+      await proxy.down();
+      rmSync(pgDir, { recursive: true, force: true });
+      await dropSchema(schema);
+    }
+  });
+});
+
 describe('a stop that outruns its deadline', async () => {
   const available = await pgAvailable();
   test('exits 1 and its last record says how many clicks it had not written', {

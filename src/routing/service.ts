@@ -44,6 +44,9 @@ export interface RoutingOptions {
   clock?: Clock;
 }
 
+/** Between two tries of the counters' last write at a stop, while the database refuses. */
+const RETRY_PAUSE_MS = 250;
+
 /** The least time between two background reads of the totals on one node. */
 const REFRESH_GAP_MS = 250;
 
@@ -175,12 +178,32 @@ export class RoutingService {
     every(this.#aggregatesMs, async () => this.#refreshSoon());
   }
 
-  /** Stops the timers and persists what is still counted (graceful stop). */
-  async stop(): Promise<void> {
+  /**
+   * Stops the timers and persists what is still counted (graceful stop), retrying while the
+   * database refuses for up to `retryMs`; what it then could not write is lost, and logged so.
+   */
+  async stop(retryMs = 0): Promise<void> {
     this.#stopped = true;
     for (const t of this.#timers) clearInterval(t);
     this.#timers = [];
-    await this.flush();
+    const deadline = this.#clock.monotonic() + retryMs;
+    // Bounded by tries too: a clock a test holds still must not make the stop wait for ever.
+    for (let tries = Math.ceil(retryMs / RETRY_PAUSE_MS) + 1; ; tries--) {
+      try {
+        await this.persistCounters();
+        return;
+      } catch (err) {
+        const left = deadline - this.#clock.monotonic();
+        if (left <= 0 || tries <= 1) {
+          this.#log.error(
+            { err: (err as Error).message, hits: this.counters.totalHits },
+            'counters not persisted at the stop: the database refused them until the stop timed out; these counts are lost',
+          );
+          return;
+        }
+        await new Promise((r) => setTimeout(r, Math.min(RETRY_PAUSE_MS, left)));
+      }
+    }
   }
 
   /** Persists counted hits and clicks (one flush at a time); a failure keeps them and is thrown. */
