@@ -146,8 +146,27 @@ function parse<O extends typeof common | typeof operatorOptions | typeof doctorO
 
 async function start(args: string[]): Promise<number> {
   const { values } = parse(args, common);
-  // stdout is the JSON log: the node's `sluice started` record carries its URL and mode.
-  const node = await startNode({ configDir: values['config-dir'], mode: values.mode });
+  // A stop asked for while the node starts (a start over a large database takes seconds) is kept
+  // and carried out once it has started: killed by the signal's default action instead, it wrote
+  // nothing, and clicks answered in the moment between listening and these handlers were lost.
+  let early: NodeJS.Signals | undefined;
+  const onEarly = (signal: NodeJS.Signals) => {
+    early ??= signal;
+  };
+  process.on('SIGTERM', onEarly);
+  process.on('SIGINT', onEarly);
+  const unhook = () => {
+    process.off('SIGTERM', onEarly);
+    process.off('SIGINT', onEarly);
+  };
+  let node: Awaited<ReturnType<typeof startNode>>;
+  try {
+    // stdout is the JSON log: the node's `sluice started` record carries its URL and mode.
+    node = await startNode({ configDir: values['config-dir'], mode: values.mode });
+  } catch (err) {
+    unhook();
+    throw err;
+  }
   return new Promise<number>((resolveExit) => {
     let signalledAt: number | undefined;
     let echoed: (() => void) | undefined;
@@ -196,6 +215,9 @@ async function start(args: string[]): Promise<number> {
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
+    // Only now: between the two, a signal's default action would have been back for a moment.
+    unhook();
+    if (early !== undefined) onSignal(early);
   });
 }
 

@@ -238,6 +238,37 @@ describe('npm start is signal-transparent', { skip: process.platform !== 'linux'
   }
 });
 
+describe('a stop asked for while the node starts', () => {
+  test('is carried out once it has started: exit 0, and it says so', async () => {
+    const child = spawn(process.execPath, [CLI, 'start'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, APP_CONFIG_DIR: dir, APP_MODE: 'test' },
+    });
+    let out = '';
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
+      child.on('exit', (code, signal) => res({ code, signal })),
+    );
+    const closed = new Promise((res) => child.on('close', res));
+    try {
+      // The server is listening inside the start, before the node is started: the signal comes then.
+      await new Promise<void>((res, rej) => {
+        child.stdout.on('data', (d) => {
+          out += d;
+          if (out.includes('Server listening')) res();
+        });
+        void exited.then(() => rej(new Error(`exited before listening: ${out}`)));
+      });
+      child.kill('SIGTERM');
+      const exit = await exited;
+      assert.deepEqual(exit, { code: 0, signal: null }, out);
+      await closed; // its output read to the end
+      assert.match(out, /"message":"sluice stopped"/);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});
+
 describe('run by npm', () => {
   /** src/command.ts: how long a node run by npm waits, once stopped, for npm's copy of the signal. */
   const NPM_ECHO_WAIT_MS = 250;
