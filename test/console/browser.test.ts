@@ -269,13 +269,20 @@ describe('web console in a browser', { skip }, () => {
     before(async () => {
       const res = await t.acp('/acp/traffic-flows/create', admin, { slug: 'paid-flow', name: 'Paid flow' });
       flow = (await res.json()) as FlowRecord;
+      const made = await t.acp('/acp/streams/create', admin, {
+        flow_id: flow.id,
+        name: 'Landing A',
+        type: 'default',
+        target_url: 'https://paid.test/a',
+      });
+      const stream = (await made.json()) as { id: string };
       const now = Date.now();
       await insert(
         Array.from({ length: 12 }, (_, i) =>
           newClick({
             click_id: `browser-click-${String(i).padStart(2, '0')}`,
             flow_id: flow.id,
-            stream_id: null,
+            stream_id: i === 5 ? stream.id : null,
             at: now - (12 - i) * 60_000,
             outcome: i % 4 === 3 ? 'bot' : 'redirect',
             is_bot: i % 4 === 3,
@@ -350,9 +357,23 @@ describe('web console in a browser', { skip }, () => {
       await page.click('form[aria-label="Click filters"] button:text("Clear")');
       await page.waitForSelector(`${rows} code:text-is("browser-click-05")`);
 
+      // Each click names the stream that took it, by name.
+      assert.equal(
+        (
+          await page.textContent(`${rows}:has(code:text-is("browser-click-05")) td[data-label=Stream]`)
+        )?.trim(),
+        'Landing A',
+      );
+      assert.equal(
+        (
+          await page.textContent(`${rows}:has(code:text-is("browser-click-04")) td[data-label=Stream]`)
+        )?.trim(),
+        '–',
+      );
       // A click opens with its conversions.
       await page.click(`${rows} button:has(code:text-is("browser-click-05"))`);
       const detail = 'section[aria-label="Click browser-click-05"]';
+      await page.waitForSelector(`${detail} dd:text-is("Landing A")`);
       await page.waitForSelector(
         `${detail} table[aria-label="Conversions of the click"] td[data-label=Payout]`,
       );

@@ -106,13 +106,20 @@ function useLiveLog(path, filter, idOf) {
   return { ...state, error, updatedAt, busy, more: () => more.current?.() };
 }
 
-/** Flow ids to slugs for the lists (a click names its flow by id). */
+/**
+ * Flow ids to slugs and stream ids to names for the lists (a click names its flow and stream by
+ * id); the first 500 of each, read once; beyond, an id's first characters.
+ */
 function useFlowNames() {
   const [flows] = usePoll(() => acp('/acp/traffic-flows/list', { limit: 500 }), 0, []);
+  const [streams] = usePoll(() => acp('/acp/streams/list', { limit: 500 }), 0, []);
   const items = flows?.items ?? [];
+  const streamItems = streams?.items ?? [];
   return {
     items,
     name: (id) => items.find((f) => f.id === id)?.slug ?? (id ? id.slice(0, 8) : '–'),
+    /** A stream's name; `–` for a click no stream took. */
+    stream: (id) => (id ? (streamItems.find((x) => x.id === id)?.name ?? id.slice(0, 8)) : '–'),
     /** A flow's currency, which its clicks' cost is in; undefined for a flow not (or no longer) listed. */
     currency: (id) => items.find((f) => f.id === id)?.currency,
   };
@@ -206,7 +213,7 @@ const CONVERSION_COLUMNS = (flowName) => [
 ];
 
 /** One click, opened from the list or a link (`#/clicks?click=…`), with its conversions. */
-function ClickDetail({ clickId, flowName, flowCurrency, onClose }) {
+function ClickDetail({ clickId, flowName, streamName, flowCurrency, onClose }) {
   const [data, error] = usePoll(() => acp('/acp/clicks/get', { click_id: clickId }), POLL_MS, [clickId]);
   const c = data?.click;
   const subs = c ? Object.entries(c).filter(([k, v]) => /^sub\d+$/.test(k) && v !== null) : [];
@@ -222,6 +229,7 @@ function ClickDetail({ clickId, flowName, flowCurrency, onClose }) {
             <${Card} title="Click">
               <${Row} k="Time" v=${when(c.created_at)} />
               <${Row} k="Flow" v=${flowName(c.flow_id)} />
+              <${Row} k="Stream" v=${streamName(c.stream_id)} />
               <${Row} k="Outcome" v=${html`<span class=${`badge ${OUTCOME_BADGE[c.outcome]}`}>${c.outcome}</span>`} />
               <${Row} k="Unique" v=${c.is_unique ? 'yes' : 'no'} />
               <${Row} k="Bot" v=${c.is_bot ? 'yes' : 'no'} />
@@ -231,7 +239,7 @@ function ClickDetail({ clickId, flowName, flowCurrency, onClose }) {
             <${Card} title="Visitor">
               <${Row} k="Country" v=${c.country ?? '–'} />
               <${Row} k="Device" v=${c.device_type} />
-              <${Row} k="OS / browser" v=${`${c.os ?? '–'} / ${c.browser ?? '–'}`} />
+              <${Row} k="OS / browser" v=${`${c.os || '–'} / ${c.browser || '–'}`} />
               <${Row} k="Language" v=${c.language ?? '–'} />
               <${Row} k="Referrer" v=${c.referrer_host ?? '–'} />
               <${Row} k="Address" v=${c.ip_prefix ?? '–'} />
@@ -273,6 +281,7 @@ export function ClicksPage() {
         html`<button type="button" class="link" onClick=${() => open(c.click_id)}><code>${c.click_id}</code></button>`,
     },
     { key: 'flow_id', label: 'Flow', render: (c) => flows.name(c.flow_id) },
+    { key: 'stream_id', label: 'Stream', render: (c) => flows.stream(c.stream_id) },
     {
       key: 'outcome',
       label: 'Outcome',
@@ -282,7 +291,7 @@ export function ClicksPage() {
     {
       key: 'device',
       label: 'Device',
-      render: (c) => `${c.device_type} · ${c.os ?? '–'} · ${c.browser ?? '–'}`,
+      render: (c) => `${c.device_type} · ${c.os || '–'} · ${c.browser || '–'}`,
     },
     { key: 'sub1', label: 'Sub1', render: (c) => (c.sub1 ? html`<code class="clip">${c.sub1}</code>` : '–') },
     { key: 'is_unique', label: 'Unique', render: (c) => (c.is_unique ? 'yes' : 'no') },
@@ -315,7 +324,7 @@ export function ClicksPage() {
     <header class="page-head"><h2>Clicks</h2></header>
     ${
       opened
-        ? html`<${ClickDetail} key=${opened} clickId=${opened} flowName=${flows.name} flowCurrency=${flows.currency} onClose=${() => {
+        ? html`<${ClickDetail} key=${opened} clickId=${opened} flowName=${flows.name} streamName=${flows.stream} flowCurrency=${flows.currency} onClose=${() => {
             location.hash = '#/clicks';
           }} />`
         : ''
