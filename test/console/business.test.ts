@@ -64,10 +64,13 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     assert.match((await error.textContent()) ?? '', /rule 2: "300\.1\.1\.1\/8" is not an IPv4/);
     await page.fill('input[aria-label="Rule 2 values"]', '203.0.113.0/24');
     await page.selectOption('select[aria-label="Rule 2 operator"]', 'is_not');
+    await page.fill('#f-daily_cap', '300');
     await page.click('form[aria-label="New stream"] button[type=submit]');
     await page.waitForSelector(
       'td[data-label=Filters]:text("device_type is mobile; ip is not 203.0.113.0/24")',
     );
+    // Its cap is in the list, not only in its form.
+    assert.equal((await page.textContent('td[data-label=Cap]'))?.trim(), '300/day');
     const streams = (await (
       await t.acp('/acp/streams/list', admin, { filter: { flow_id: flow.id } })
     ).json()) as {

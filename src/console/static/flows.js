@@ -388,6 +388,12 @@ function Streams({ flow, admin }) {
     { key: 'type', label: 'Type' },
     { key: 'position', label: 'Pos', num: true, sort: (s) => s.position },
     { key: 'weight', label: 'Weight', num: true },
+    {
+      key: 'daily_cap',
+      label: 'Cap',
+      num: true,
+      render: (s) => (s.daily_cap ? `${fmt.n(s.daily_cap)}/day` : '–'),
+    },
     { key: 'status', label: 'Status' },
     {
       key: 'filters',
