@@ -166,7 +166,12 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
       const peer = peerOf(request.raw.socket);
       return waits.inOrder(`${pb.click_id}\u0000${pb.txid ?? ''}`, async () => {
         const applied = (await apply()) ?? (await waits.forClick(pb.click_id, peer, apply));
-        if (applied === undefined) throw new ApiError('resource.not_found', 'No click has that click_id.');
+        // A stopping node cannot wait for a click another node may yet write: a 503 is retried by
+        // networks, a 404 often never.
+        if (applied === undefined)
+          throw waits.stopping
+            ? new ApiError('node.stopping')
+            : new ApiError('resource.not_found', 'No click has that click_id.');
         return {
           ok: true,
           conversion_id: applied.conversion.conversion_id,
@@ -206,6 +211,11 @@ class ClickWaits {
   constructor(windowMs: number, clock: Clock | undefined) {
     this.#windowMs = windowMs;
     this.#clock = clock;
+  }
+
+  /** The node is stopping: a wait was, or would have been, cut short. */
+  get stopping(): boolean {
+    return this.#stopping.signal.aborted;
   }
 
   stop(): void {

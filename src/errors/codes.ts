@@ -21,6 +21,11 @@ export const ERROR_CODES = {
   'rate.limited': { status: 429, message: 'Too many requests; slow down.' },
   'internal.error': { status: 500, message: 'Internal error.' },
   'db.unavailable': { status: 503, message: 'The database is unavailable; retry shortly.' },
+  'node.stopping': {
+    status: 503,
+    message:
+      'This node is stopping; send the request again (to another node, or to this one once it is back).',
+  },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

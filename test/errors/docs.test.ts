@@ -23,6 +23,7 @@ test('the registry is pinned: no code renamed, removed or remapped without this 
     'rate.limited': 429,
     'internal.error': 500,
     'db.unavailable': 503,
+    'node.stopping': 503,
   });
 });
 
