@@ -60,6 +60,8 @@ export interface CompiledFlow {
   botAction: BotAction;
   /** Cost of each non-bot click (§13). */
   cost: number;
+  /** The zone its `weekday` and `hour` rules and its daily caps go by (UTC for one ICU does not know). */
+  timezone: string;
   forced: readonly RoutableStream[];
   regular: readonly RoutableStream[];
   fallback: readonly RoutableStream[];
@@ -163,6 +165,7 @@ export function compileFlow(
     forwardQuery: flow.forward_query,
     botAction: flow.bot_action,
     cost: flow.cost_per_click,
+    timezone,
     forced: ofType('forced'),
     regular: ofType('regular'),
     fallback: ofType('default'),

@@ -14,7 +14,7 @@ import {
   refusal,
   withForwardedQuery,
 } from './compiled-flow.ts';
-import { type CompiledRule, rulePasses, type Visitor } from './rules.ts';
+import { type CompiledRule, localTime, rulePasses, type Visitor, WEEKDAYS } from './rules.ts';
 import { SLUG_PATTERN } from './validation.ts';
 
 /** `POST /acp/routing/simulate` (§16). */
@@ -71,6 +71,11 @@ export interface Simulation {
     is_bot: boolean;
     is_unique: boolean;
     at: string;
+    /**
+     * The click's time where the flow's `weekday` and `hour` rules look at it: the flow's zone, the
+     * weekday and the hour (extension of §16); null for an unknown slug.
+     */
+    local: { timezone: string; weekday: string; hour: number } | null;
   };
   trace: TraceStep[];
   /** Why no stream was looked at (an unknown slug, a paused flow, a blocked bot); null when they were. */
@@ -86,6 +91,11 @@ export interface SimulatorDeps {
   fallbackUrl?: string | undefined;
   random?: () => number;
 }
+
+const localOf = (at: number, timezone: string) => {
+  const t = localTime(at, timezone);
+  return { timezone, weekday: WEEKDAYS[t.weekday]!, hour: t.hour };
+};
 
 const describeRule = (r: CompiledRule, i: number) =>
   `rule ${i + 1} (${r.field} ${r.negate ? 'is not' : 'is'} ${JSON.stringify(r.source.values)})`;
@@ -129,6 +139,7 @@ export async function simulate(deps: SimulatorDeps, input: SimulateInput): Promi
     is_bot: facts.is_bot,
     is_unique: facts.is_unique,
     at: new Date(at).toISOString(),
+    local: flow ? localOf(at, flow.timezone) : null,
   };
   /**
    * No stream takes the click: `routing.fallback_url` when /go sends the visitor there (an unknown

@@ -107,6 +107,11 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     await page.fill(`${panel} input[name=sim-country]`, 'DE');
     await page.click(`${panel} button:text("Test")`);
     await page.waitForSelector('[data-testid=sim-stream]:text("iPhones at work")');
+    // The weekday and hour the flow's rules saw, in the flow's zone (UTC here).
+    assert.match(
+      (await page.textContent('[data-testid=sim-local]')) ?? '',
+      /^(sun|mon|tue|wed|thu|fri|sat) \d\d:xx in UTC$/,
+    );
     await page.selectOption(`${panel} select[name=sim-preset]`, 'Windows Chrome');
     await page.click(`${panel} button:text("Test")`);
     await page.waitForSelector('[data-testid=sim-outcome]:text("no_match")');

@@ -103,8 +103,11 @@ for (const backend of BACKENDS) {
       assert.equal(morning.trace[0]!.result, 'fail');
       assert.equal(morning.trace[0]!.reason, 'country FR is not in countries_include');
       assert.equal(morning.click.device_type, 'mobile');
+      // The time the hour rule looked at, in the flow's zone.
+      assert.deepEqual(morning.click.local, { timezone: 'Europe/Berlin', weekday: 'mon', hour: 10 });
 
       const evening = await sim({ country: 'FR', user_agent: IPHONE, at: '2026-03-02T19:00:00Z' });
+      assert.deepEqual(evening.click.local, { timezone: 'Europe/Berlin', weekday: 'mon', hour: 20 });
       assert.equal(evening.stream?.name, 'default');
       assert.equal(evening.status, 200, 'a js stream answers a page');
       assert.equal(evening.redirect_mode, 'js');

@@ -547,7 +547,7 @@ function SimulatePanel({ flow }) {
               ${result.stream ? html` → stream <strong data-testid="sim-stream">${result.stream.name}</strong> (${result.stream.type})` : ' — no stream'}
               ${result.location ? html`<br /><code class="location">${result.status} ${result.location}</code>` : ''}</p>
             ${result.reason ? html`<p data-testid="sim-reason">${result.reason}</p>` : ''}
-            <p class="hint">Seen as: ${[result.click.country ?? 'no country', result.click.device_type, result.click.os, result.click.browser, result.click.language, result.click.is_bot ? 'bot' : 'person', result.click.is_unique ? 'unique' : 'not unique'].filter(Boolean).join(' · ')}</p>
+            <p class="hint">Seen as: ${[result.click.country ?? 'no country', result.click.device_type, result.click.os, result.click.browser, result.click.language, result.click.is_bot ? 'bot' : 'person', result.click.is_unique ? 'unique' : 'not unique'].filter(Boolean).join(' · ')}${result.click.local ? html` · <span data-testid="sim-local">${result.click.local.weekday} ${String(result.click.local.hour).padStart(2, '0')}:xx in ${result.click.local.timezone}</span>` : ''}</p>
             <${SortTable} label="Decision trace" rowKey=${(s) => s.stream_id + s.reason} rows=${result.trace}
               columns=${[
                 { key: 'name', label: 'Stream', render: (s) => s.name || '–' },
