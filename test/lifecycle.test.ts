@@ -8,9 +8,8 @@ import { after, before, describe, test } from 'node:test';
 import { openPostgres, openSqlite, type Storage } from '../src/storage/index.ts';
 import { systemClock } from '../src/time/index.ts';
 import { CLI, runCli, START_LIMIT_MS } from './helpers/cli.ts';
-import { dropSchema, PG_URL, pgAvailable, testSchema } from './helpers/postgres.ts';
+import { dropSchema, PG_URL, pgAvailable, pgBehindProxy, testSchema } from './helpers/postgres.ts';
 import { stallClients } from './helpers/stall.ts';
-import { TcpProxy } from './helpers/tcp-proxy.ts';
 import { USER_AGENTS } from './helpers/user-agents.ts';
 
 /** A browser's user agent: a click without one is a bot (§11), never a hit. */
@@ -332,27 +331,38 @@ describe('a start that cannot listen', () => {
   });
 });
 
+/**
+ * A node's config dir for PostgreSQL reached through `url` (a proxy the test takes down), a fresh
+ * schema seeded with the `stop` flow, and a click log that writes only when the stop does.
+ */
+async function pgStopConfig(url: string, schema: string, timeoutMs: number, extra = ''): Promise<string> {
+  await seedStopFlow(openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock }));
+  const pgDir = mkdtempSync(join(tmpdir(), 'sluice-pg-stop-'));
+  writeFileSync(
+    join(pgDir, 'config.test.yml'),
+    `app:\n  server:\n    port: 0\n    shutdown_timeout_ms: ${timeoutMs}\nstorage:\n  driver: postgres\n  postgres:\n` +
+      `    url: ${url}\n    schema: ${schema}\n` +
+      `clicks:\n  flush_interval_ms: 60000\n${extra}`,
+  );
+  return pgDir;
+}
+
 describe('a database that refuses for a moment during a stop', async () => {
   const available = await pgAvailable();
   test('costs no click and no count: the last writes are retried for what is left of the stop', {
     skip: !available && 'PostgreSQL unavailable',
   }, async () => {
-    const proxy = new TcpProxy('127.0.0.1', Number(new URL(PG_URL).port || 5432));
-    await proxy.start();
-    const via = new URL(PG_URL);
-    via.port = String(proxy.port);
+    const { proxy, url } = await pgBehindProxy();
     const schema = testSchema();
-    const pgDir = mkdtempSync(join(tmpdir(), 'sluice-blip-'));
     const direct = openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock });
+    // The counts stay in memory until the stop writes them, too.
+    const pgDir = await pgStopConfig(
+      url,
+      schema,
+      TIMEOUT_MS,
+      'cron:\n  tasks:\n    stats_flush:\n      enabled: false\n',
+    );
     try {
-      await seedStopFlow(openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock }));
-      writeFileSync(
-        join(pgDir, 'config.test.yml'),
-        `app:\n  server:\n    port: 0\n    shutdown_timeout_ms: ${TIMEOUT_MS}\nstorage:\n  driver: postgres\n  postgres:\n` +
-          `    url: ${via.toString()}\n    schema: ${schema}\n` +
-          // The clicks and counts stay in memory until the stop writes them.
-          'clicks:\n  flush_interval_ms: 60000\ncron:\n  tasks:\n    stats_flush:\n      enabled: false\n',
-      );
       const node = await launch(process.execPath, [CLI, 'start'], { configDir: pgDir });
       try {
         const answered = await clicks(node.url, 20);
@@ -387,21 +397,10 @@ describe('a stop that outruns its deadline', async () => {
     skip: !available && 'PostgreSQL unavailable',
   }, async () => {
     // PostgreSQL behind a proxy that goes silent: the stop's flushes wait on it past the deadline.
-    const proxy = new TcpProxy('127.0.0.1', Number(new URL(PG_URL).port || 5432));
-    await proxy.start();
-    const via = new URL(PG_URL);
-    via.port = String(proxy.port);
+    const { proxy, url } = await pgBehindProxy();
     const schema = testSchema();
-    const pgDir = mkdtempSync(join(tmpdir(), 'sluice-late-'));
+    const pgDir = await pgStopConfig(url, schema, 300);
     try {
-      await seedStopFlow(openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock }));
-      writeFileSync(
-        join(pgDir, 'config.test.yml'),
-        `app:\n  server:\n    port: 0\n    shutdown_timeout_ms: 300\nstorage:\n  driver: postgres\n  postgres:\n` +
-          `    url: ${via.toString()}\n    schema: ${schema}\n` +
-          // The clicks stay in memory until the stop writes them.
-          'clicks:\n  flush_interval_ms: 60000\n',
-      );
       const node = await launch(process.execPath, [CLI, 'start'], { configDir: pgDir });
       try {
         assert.equal(await clicks(node.url, 3), 3);
