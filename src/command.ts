@@ -150,8 +150,16 @@ async function start(args: string[]): Promise<number> {
   // and carried out once it has started: killed by the signal's default action instead, it wrote
   // nothing, and clicks answered in the moment between listening and these handlers were lost.
   let early: NodeJS.Signals | undefined;
+  let earlyAt = 0;
   const onEarly = (signal: NodeJS.Signals) => {
-    early ??= signal;
+    if (early === undefined) {
+      early = signal;
+      earlyAt = performance.now();
+    } else if (performance.now() - earlyAt >= SIGNAL_ECHO_MS) {
+      // A second signal, not an echo: someone waiting on a stuck start (a database that hangs).
+      process.stderr.write(`second ${signal} while starting: exiting now\n`);
+      process.exit(1);
+    }
   };
   process.on('SIGTERM', onEarly);
   process.on('SIGINT', onEarly);
@@ -200,6 +208,8 @@ async function start(args: string[]): Promise<number> {
       node.logger.info({ signal }, 'signal received');
       node.stop().then(
         async () => {
+          // Stopped: the deadline is met, whatever the wait below takes.
+          clearTimeout(timer);
           if (process.env.npm_lifecycle_event !== undefined) {
             // Not unref'd: the wait itself is what keeps the process until npm has the signal.
             const wait = new Promise<void>((r) => setTimeout(r, NPM_ECHO_WAIT_MS));

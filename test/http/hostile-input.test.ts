@@ -225,6 +225,32 @@ describe('hostile input', () => {
     assert.equal(Object.keys(Object.prototype).length, 0);
   });
 
+  test('a body of thousands of bad items is one bounded answer and one bounded record', async () => {
+    // 60 KB (under this node's body limit) of unknown keys, and a list of thousands of integers:
+    // every problem is reported, so the message and the record must not grow with the body.
+    for (const [path, body] of [
+      [
+        '/acp/traffic-flows/list',
+        Object.fromEntries(Array.from({ length: 5_000 }, (_, i) => [String(i), 0])),
+      ],
+      [
+        '/acp/traffic-flows/create',
+        { slug: 'x', name: 'x', cost_per_click: 'a', currency: [...Array(8_000).keys()] },
+      ],
+    ] as const) {
+      const res = await t.acp(path, admin, body);
+      const answer = (await res.json()) as { error: { code: string; message: string; details: unknown[] } };
+      assert.equal(res.status, 400, path);
+      assert.equal(answer.error.code, 'validation.invalid_input');
+      assert.ok(answer.error.details.length <= 20, `${answer.error.details.length} details`);
+      const records = t.logs.apiErrors(res.headers.get('x-request-id')!);
+      assert.equal(records.length, 1);
+      const size = JSON.stringify(records[0]).length;
+      assert.ok(size < 16_384, `${path}: a record of ${size} bytes`);
+      assert.ok(answer.error.message.length < 8_192, `${path}: a message of ${answer.error.message.length}`);
+    }
+  });
+
   test('/go/:slug with arbitrary path segments answers a redirect or a contract 404/400', async () => {
     await fc.assert(
       fc.asyncProperty(fc.string({ unit: 'binary', minLength: 1, maxLength: 80 }), async (slug) => {

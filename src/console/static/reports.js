@@ -119,6 +119,8 @@ export function ReportsPage() {
         key: k,
         label: d,
         sort: (r) => r[k] ?? '',
+        // A dimension's value may be one long word (a 64-character slug, a sub-id): it wraps anywhere.
+        className: 'long',
         render: (r) => r[k] ?? html`<span class="hint">none</span>`,
       })),
     ),

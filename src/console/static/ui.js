@@ -140,7 +140,7 @@ export function SortTable({ columns, rows, initial, rowClass, rowKey, label, sor
             html`<tr key=${rowKey(r)} class=${rowClass?.(r) ?? ''}>
               ${columns.map(
                 (c) =>
-                  html`<td class=${c.num ? 'num' : ''} data-label=${c.label}>${c.render ? c.render(r) : r[c.key]}</td>`,
+                  html`<td class=${c.num ? 'num' : (c.className ?? '')} data-label=${c.label}>${c.render ? c.render(r) : r[c.key]}</td>`,
               )}
             </tr>`,
         )}
@@ -149,7 +149,8 @@ export function SortTable({ columns, rows, initial, rowClass, rowKey, label, sor
       ${
         footer
           ? html`<tfoot><tr>${columns.map(
-              (c) => html`<td class=${c.num ? 'num' : ''} data-label=${c.label}>${footer[c.key]}</td>`,
+              (c) =>
+                html`<td class=${c.num ? 'num' : (c.className ?? '')} data-label=${c.label}>${footer[c.key]}</td>`,
             )}</tr></tfoot>`
           : ''
       }
