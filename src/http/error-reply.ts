@@ -33,8 +33,11 @@ interface SchemaProblem {
   parentSchema?: { description?: string };
 }
 
-/** Problems listed at most: a body of a thousand bad items is told about the first of them. */
-const MAX_PROBLEMS = 20;
+/**
+ * Schema problems a validation error carries at most (its message, its record, its details): a body
+ * of a thousand bad items is told about the first of them.
+ */
+export const MAX_SCHEMA_PROBLEMS = 20;
 
 /** What one problem says, in words rather than ajv's (a pattern is described, not quoted). */
 function messageOf(v: SchemaProblem): string {
@@ -85,7 +88,7 @@ function describeSchemaProblems(problems: SchemaProblem[]): { path: string; mess
   }
   // One problem a field (a value failing its pattern and its length is one thing to fix).
   const seen = new Set<string>();
-  return out.filter((p) => !seen.has(p.path) && seen.add(p.path)).slice(0, MAX_PROBLEMS);
+  return out.filter((p) => !seen.has(p.path) && seen.add(p.path)).slice(0, MAX_SCHEMA_PROBLEMS);
 }
 
 /** Maps whatever was thrown (ours, fastify's, a bug) to a contract error. */

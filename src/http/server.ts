@@ -19,7 +19,7 @@ import {
   UNMATCHED_ROUTE,
 } from '../telemetry/index.ts';
 import { trackConnections } from './drain.ts';
-import { sendApiError, setTracingHeaders } from './error-reply.ts';
+import { MAX_SCHEMA_PROBLEMS, sendApiError, setTracingHeaders } from './error-reply.ts';
 import { type FactoryOptions, type FastRoute, FrontDoor, requestIdOf } from './fast-path.ts';
 import type { GeoCountry } from './geo-country.ts';
 import { Refusals } from './refusals.ts';
@@ -65,9 +65,6 @@ function framingProblem(req: IncomingMessage): ApiError | undefined {
     );
   return undefined;
 }
-
-/** Schema problems a validation error carries at most (its message, its record, its details). */
-const SCHEMA_ERRORS_IN_MESSAGE = 20;
 
 export interface ServerDeps {
   config: Config;
@@ -163,14 +160,10 @@ export function createServer(deps: ServerDeps): FastifyInstance {
         verbose: true,
       },
     },
-    // The router's refusals (a malformed %-escape, an over-long parameter): no route and none of
-    // its hooks run, so the answer is counted here, under the unmatched key. fastify's message
-    // quotes the raw URL, query string and all, which can carry a postback key or a token: the
-    // record keeps the path only.
     // fastify's own formatter joined every problem into the error's message, which the `api error`
     // record logs: with every problem reported, a 1 MB body of bad items made a 27 MB record.
     schemaErrorFormatter: (errors, dataVar) => {
-      const shown = errors.slice(0, SCHEMA_ERRORS_IN_MESSAGE);
+      const shown = errors.slice(0, MAX_SCHEMA_PROBLEMS);
       const more = errors.length - shown.length;
       const text = shown.map((e) => `${dataVar}${e.instancePath} ${e.message ?? 'invalid'}`).join(', ');
       const err = new Error(more > 0 ? `${text} (and ${more} more)` : text) as Error & {
@@ -179,6 +172,10 @@ export function createServer(deps: ServerDeps): FastifyInstance {
       err.validation = shown;
       return err;
     },
+    // The router's refusals (a malformed %-escape, an over-long parameter): no route and none of
+    // its hooks run, so the answer is counted here, under the unmatched key. fastify's message
+    // quotes the raw URL, query string and all, which can carry a postback key or a token: the
+    // record keeps the path only.
     frameworkErrors: (err, request, reply) => {
       err.message = withoutQueries(err.message);
       sendApiError(request, reply, err, serverId);

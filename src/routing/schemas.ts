@@ -58,7 +58,7 @@ const Filters = Type.Object(
 );
 const BotAction = lit(['route', 'block', 'stream'] as const);
 const RedirectMode = lit(['http', 'meta_refresh', 'js'] as const);
-/** IANA name; whether ICU knows it is checked by the service. */
+/** An IANA name or a UTC offset; whether ICU knows it is checked by the service. */
 const TimeZone = Type.String({
   minLength: 1,
   maxLength: 64,

@@ -347,7 +347,7 @@ export class RoutingService {
       rotation: body.rotation ?? 'position',
       forward_query: body.forward_query ?? false,
       bot_action: body.bot_action ?? 'route',
-      // Stored as ICU spells it (`europe/berlin` → `Europe/Berlin`), as reports show zones.
+      // Stored in the one form reports show zones in (`europe/berlin` → `Europe/Berlin`).
       timezone: canonicalTimeZone(body.timezone ?? 'UTC')!,
       cost_per_click: body.cost_per_click ?? 0,
       currency: body.currency ?? 'USD',

@@ -4,6 +4,12 @@ import { useEffect, useState } from 'preact/hooks';
 /** How often pages re-read what they show. */
 export const POLL_MS = 5000;
 
+/** An amount with two decimals at least and `digits` at most, and its currency when known. */
+const amount = (v, currency, digits) =>
+  typeof v === 'number'
+    ? `${v.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: digits })}${currency ? ` ${currency}` : ''}`
+    : '–';
+
 export const fmt = {
   n: (v) => (typeof v === 'number' ? v.toLocaleString('en-US', { maximumFractionDigits: 1 }) : '–'),
   ms: (v) => (typeof v === 'number' ? `${v.toLocaleString('en-US', { maximumFractionDigits: 1 })} ms` : '–'),
@@ -21,15 +27,9 @@ export const fmt = {
   datetime: (iso) =>
     iso ? new Date(iso).toLocaleString('en-GB', { dateStyle: 'short', timeStyle: 'medium' }) : '–',
   /** An amount in its currency: two decimals at least, up to the six stored. */
-  money: (v, currency) =>
-    typeof v === 'number'
-      ? `${v.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })}${currency ? ` ${currency}` : ''}`
-      : '–',
+  money: (v, currency) => amount(v, currency, 6),
   /** Money per click (EPC): four decimals at most, as a buyer reads it (2.9706, 0.0125). */
-  perClick: (v, currency) =>
-    typeof v === 'number'
-      ? `${v.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 4 })}${currency ? ` ${currency}` : ''}`
-      : '–',
+  perClick: (v, currency) => amount(v, currency, 4),
   /** Revenue per currency (`{USD: 12.5, EUR: 3}`): each currency apart, never added up. */
   revenue: (byCurrency) => {
     const parts = Object.entries(byCurrency ?? {}).map(([c, v]) => fmt.money(v, c));
