@@ -511,11 +511,14 @@ export interface RoundOptions {
    * The entry every other one is compared with. When given, it is measured right next to each of
    * them in every round (before in one round, after in the next), and each measurement is paired
    * with that neighbour: on a shared machine whose other load changes within seconds, a pair taken
-   * a second apart compares like with like far better than entries ten windows apart.
+   * a second apart compares like with like far better than entries ten windows apart. The base's
+   * window next to an entry is sent the entry's requests (its paths, headers, user agent): a ratio
+   * compares two servers answering the same traffic, since a longer request costs any server more
+   * to receive and parse. The base's own row is its windows on its own requests.
    */
   base?: Entry;
-  /** Called after each measurement (progress lines). */
-  onMeasure?: (round: number, entry: Entry, m: Measurement) => void;
+  /** Called after each measurement (progress lines), with the requests it was sent. */
+  onMeasure?: (round: number, entry: Entry, m: Measurement, mix: RequestMix) => void;
 }
 
 export interface Rounds {
@@ -531,21 +534,22 @@ export interface Rounds {
  * on all alike; with a base, as pairs (base A, B base, base C, … then reversed).
  */
 export async function interleave(entries: Entry[], client: LoadClient, opts: RoundOptions): Promise<Rounds> {
-  const spec = (e: Entry, length: LoadLength): Load => ({
-    mix: e.mix,
+  const spec = (mix: RequestMix, length: LoadLength): Load => ({
+    mix,
     connections: opts.connections,
     rate: opts.rate,
     ...length,
   });
   const { base } = opts;
   if (opts.warmup !== undefined)
-    for (const e of entries) await measure(e.server, client, spec(e, opts.warmup));
+    for (const e of entries) await measure(e.server, client, spec(e.mix, opts.warmup));
   const of = new Map<Entry, Measurement[]>(entries.map((e) => [e, []]));
   const baseOf = new Map<Entry, Measurement[]>(entries.map((e) => [e, []]));
-  const take = async (round: number, e: Entry) => {
-    const m = await measure(e.server, client, spec(e, opts.window));
-    of.get(e)!.push(m);
-    opts.onMeasure?.(round, e, m);
+  const take = async (round: number, e: Entry, mix: RequestMix = e.mix) => {
+    const m = await measure(e.server, client, spec(mix, opts.window));
+    // The base's own row holds only its windows on its own requests.
+    if (mix === e.mix) of.get(e)!.push(m);
+    opts.onMeasure?.(round, e, m, mix);
     return m;
   };
   const others = entries.filter((e) => e !== base);
@@ -555,12 +559,12 @@ export async function interleave(entries: Entry[], client: LoadClient, opts: Rou
       if (base === undefined) {
         await take(round, e);
       } else if ((round + i) % 2 === 0) {
-        const b = await take(round, base);
+        const b = await take(round, base, e.mix);
         await take(round, e);
         baseOf.get(e)!.push(b);
       } else {
         await take(round, e);
-        baseOf.get(e)!.push(await take(round, base));
+        baseOf.get(e)!.push(await take(round, base, e.mix));
       }
     }
   }
