@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { acp } from './api.js';
-import { Card, ErrorLine, fmt, POLL_MS, Row, SortTable, usePoll } from './ui.js';
+import { Card, ErrorLine, fmt, POLL_MS, Row, SortTable, useFlowNames, usePoll } from './ui.js';
 
 const PAGE = 50;
 /** The most a live poll asks for; a burst beyond it reloads the first page instead. */
@@ -104,25 +104,6 @@ function useLiveLog(path, filter, idOf) {
     };
   }, [path, key]);
   return { ...state, error, updatedAt, busy, more: () => more.current?.() };
-}
-
-/**
- * Flow ids to slugs and stream ids to names for the lists (a click names its flow and stream by
- * id); the first 500 of each, read once; beyond, an id's first characters.
- */
-function useFlowNames() {
-  const [flows] = usePoll(() => acp('/acp/traffic-flows/list', { limit: 500 }), 0, []);
-  const [streams] = usePoll(() => acp('/acp/streams/list', { limit: 500 }), 0, []);
-  const items = flows?.items ?? [];
-  const streamItems = streams?.items ?? [];
-  return {
-    items,
-    name: (id) => items.find((f) => f.id === id)?.slug ?? (id ? id.slice(0, 8) : '–'),
-    /** A stream's name; `–` for a click no stream took. */
-    stream: (id) => (id ? (streamItems.find((x) => x.id === id)?.name ?? id.slice(0, 8)) : '–'),
-    /** A flow's currency, which its clicks' cost is in; undefined for a flow not (or no longer) listed. */
-    currency: (id) => items.find((f) => f.id === id)?.currency,
-  };
 }
 
 /** The filter form: edited freely, applied on submit (typing does not query the node). */

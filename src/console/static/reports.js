@@ -2,7 +2,7 @@ import { html } from 'htm/preact';
 import { useEffect, useState } from 'preact/hooks';
 import { acp, acpText } from './api.js';
 import { Chart } from './overview.js';
-import { ErrorLine, fmt, SortTable } from './ui.js';
+import { ErrorLine, fmt, SortTable, useFlowList } from './ui.js';
 
 const DIMENSIONS = [
   'day',
@@ -46,13 +46,8 @@ export function ReportsPage() {
   const [currency, setCurrency] = useState('');
   /** Whose clicks: everyone's, people's only or bots' only (`filter.is_bot`); conversions follow their click. */
   const [traffic, setTraffic] = useState('all');
-  /** The flows to pick from (slug and id), read once. */
-  const [flows, setFlows] = useState([]);
-  useEffect(() => {
-    acp('/acp/traffic-flows/list', { limit: 500 })
-      .then((page) => setFlows(page.items.map((f) => ({ id: f.id, slug: f.slug }))))
-      .catch(() => setFlows([]));
-  }, []);
+  /** The flows to pick from. */
+  const flows = useFlowList();
   /** The currencies the selection's money is in: several are never added up (money shows per currency). */
   const [currencies, setCurrencies] = useState([]);
   const [report, setReport] = useState(null);

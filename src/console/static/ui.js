@@ -1,5 +1,6 @@
 import { html } from 'htm/preact';
 import { useEffect, useState } from 'preact/hooks';
+import { acp } from './api.js';
 
 /** How often pages re-read what they show. */
 export const POLL_MS = 5000;
@@ -68,6 +69,30 @@ export function usePoll(fn, ms, deps = []) {
     };
   }, [...deps, tick]);
   return [state.data, state.error, () => setTick((t) => t + 1), state.at];
+}
+
+/** The first 500 flows (id, slug, currency...), read once: what pickers and lists name flows by. */
+export function useFlowList() {
+  const [flows] = usePoll(() => acp('/acp/traffic-flows/list', { limit: 500 }), 0, []);
+  return flows?.items ?? [];
+}
+
+/**
+ * Flow ids to slugs and stream ids to names for the lists (a click names its flow and stream by
+ * id); the first 500 of each, read once; beyond, an id's first characters.
+ */
+export function useFlowNames() {
+  const items = useFlowList();
+  const [streams] = usePoll(() => acp('/acp/streams/list', { limit: 500 }), 0, []);
+  const streamItems = streams?.items ?? [];
+  return {
+    items,
+    name: (id) => items.find((f) => f.id === id)?.slug ?? (id ? id.slice(0, 8) : '–'),
+    /** A stream's name; `–` for a click no stream took. */
+    stream: (id) => (id ? (streamItems.find((x) => x.id === id)?.name ?? id.slice(0, 8)) : '–'),
+    /** A flow's currency, which its clicks' cost is in; undefined for a flow not (or no longer) listed. */
+    currency: (id) => items.find((f) => f.id === id)?.currency,
+  };
 }
 
 export const ErrorLine = ({ error }) =>
