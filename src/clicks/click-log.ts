@@ -9,7 +9,7 @@ import {
   newBatchId,
 } from '../storage/index.ts';
 import type { ClicksSection, Logger, Telemetry } from '../telemetry/index.ts';
-import { type Clock, systemClock } from '../time/index.ts';
+import { type Clock, retryUntil, systemClock } from '../time/index.ts';
 
 /**
  * Attempts of one batch that failed for a reason other than the database being unavailable (a row
@@ -183,19 +183,16 @@ export class ClickLog {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#max = 0;
-    const deadline = this.#clock.monotonic() + timeoutMs;
     let persisted = 0;
-    for (;;) {
-      try {
+    // A flush that went through wrote everything held (no click is taken any more).
+    const failed = await retryUntil(
+      async () => {
         persisted += await this.persist();
-      } catch {
-        // counted and kept; retried below while time remains
-      }
-      if (this.#buf.length + this.#held === 0) return { persisted, lost: 0 };
-      const left = deadline - this.#clock.monotonic();
-      if (left <= 0) break;
-      await new Promise((r) => setTimeout(r, Math.min(250, left)));
-    }
+      },
+      this.#clock,
+      timeoutMs,
+    );
+    if (failed === undefined || this.#buf.length + this.#held === 0) return { persisted, lost: 0 };
     const lost = this.#buf.length + this.#held;
     this.#dropped += lost;
     this.#log.error(

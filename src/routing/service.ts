@@ -15,6 +15,7 @@ import type { FlowsSection, Logger, StreamsSection } from '../telemetry/index.ts
 import {
   type Clock,
   canonicalTimeZone,
+  retryUntil,
   systemClock,
   TIME_ZONE_EXPECTED,
   type TimeSlice,
@@ -43,9 +44,6 @@ export interface RoutingOptions {
   /** The time daily caps count days by (the hot path's clock). */
   clock?: Clock;
 }
-
-/** Between two tries of the counters' last write at a stop, while the database refuses. */
-const RETRY_PAUSE_MS = 250;
 
 /** The least time between two background reads of the totals on one node. */
 const REFRESH_GAP_MS = 250;
@@ -186,24 +184,12 @@ export class RoutingService {
     this.#stopped = true;
     for (const t of this.#timers) clearInterval(t);
     this.#timers = [];
-    const deadline = this.#clock.monotonic() + retryMs;
-    // Bounded by tries too: a clock a test holds still must not make the stop wait for ever.
-    for (let tries = Math.ceil(retryMs / RETRY_PAUSE_MS) + 1; ; tries--) {
-      try {
-        await this.persistCounters();
-        return;
-      } catch (err) {
-        const left = deadline - this.#clock.monotonic();
-        if (left <= 0 || tries <= 1) {
-          this.#log.error(
-            { err: (err as Error).message, hits: this.counters.totalHits },
-            'counters not persisted at the stop: the database refused them until the stop timed out; these counts are lost',
-          );
-          return;
-        }
-        await new Promise((r) => setTimeout(r, Math.min(RETRY_PAUSE_MS, left)));
-      }
-    }
+    const failed = await retryUntil(() => this.persistCounters(), this.#clock, retryMs);
+    if (failed !== undefined)
+      this.#log.error(
+        { err: (failed.error as Error).message, hits: this.counters.totalHits },
+        'counters not persisted at the stop: the database refused them until the stop timed out; these counts are lost',
+      );
   }
 
   /** Persists counted hits and clicks (one flush at a time); a failure keeps them and is thrown. */
