@@ -87,6 +87,23 @@ describe('country codes (§3, §13)', () => {
     assert.equal(geo.lookup('127.0.0.1'), undefined);
     assert.equal(geo.lookup('10.1.2.3'), undefined);
     assert.equal(geo.lookup('not an address'), undefined);
+  });
+
+  test('the built-in database: no address of a private, documentation or reserved range has a country', () => {
+    const geo = GeoCountry.builtin();
+    // The database itself places each of these in a country (a LAN in Australia, 2001:db8:: in Japan).
+    for (const address of [
+      '192.168.1.1',
+      '172.16.1.1',
+      '198.51.100.7',
+      '203.0.113.9',
+      '2001:db8::1',
+      '::ffff:192.168.0.9',
+    ])
+      assert.equal(geo.lookup(address), undefined, address);
+    // Their public neighbours keep theirs.
+    for (const address of ['172.32.0.1', '203.0.114.1', '2001:db9::1', '1.1.1.1'])
+      assert.notEqual(geo.lookup(address), undefined, address);
     assert.equal(geo.lookup(undefined), undefined);
   });
 });
