@@ -87,7 +87,7 @@ export class HttpClient {
   readonly #o: HttpClientOptions;
   readonly #random: () => number;
   readonly failures: RecentFailures;
-  readonly #targets = new Map<string, { origin: string; path: string }>();
+  readonly #targets = new Map<string, Target>();
 
   constructor(opts: HttpClientOptions) {
     this.#o = opts;
@@ -117,8 +117,13 @@ export class HttpClient {
     const o = this.#o;
     const method = (call.method ?? 'GET').toUpperCase();
     const ctx = currentContext();
-    const { origin, path } = this.#target(call.url);
+    const { origin, path, authorization } = this.#target(call.url);
     let headers = call.headers ?? EMPTY;
+    // Credentials in the URL (`https://user:pass@host/`) are sent as Basic authorization, as curl
+    // sends them: undici's request takes an origin and a path and would drop them silently.
+    if (authorization !== undefined && !hasHeader(headers, 'authorization')) {
+      headers = { ...headers, authorization };
+    }
     const requestId = ctx?.request_id ?? ctx?.run_id;
     if (
       (call.propagateRequestId ?? o.propagateRequestId) &&
@@ -221,12 +226,16 @@ export class HttpClient {
     return this.#o.redactor.text(describeError(error));
   }
 
-  /** Origin and path of a URL; parsed once per distinct URL (probes and checks repeat theirs). */
-  #target(url: string): { origin: string; path: string } {
+  /** Origin, path and credentials of a URL; parsed once per distinct URL (probes and checks repeat theirs). */
+  #target(url: string): Target {
     let t = this.#targets.get(url);
     if (t === undefined) {
       const u = new URL(url);
       t = { origin: u.origin, path: `${u.pathname}${u.search}` };
+      if (u.username !== '' || u.password !== '') {
+        const pair = `${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`;
+        t.authorization = `Basic ${Buffer.from(pair).toString('base64')}`;
+      }
       if (this.#targets.size >= 1000) this.#targets.delete(this.#targets.keys().next().value!);
       this.#targets.set(url, t);
     }
@@ -277,6 +286,13 @@ export class HttpClient {
       duration_ms,
     };
   }
+}
+
+/** Where a URL's call goes, and the Basic authorization its `user:password@` part stands for. */
+interface Target {
+  origin: string;
+  path: string;
+  authorization?: string;
 }
 
 interface Capture {

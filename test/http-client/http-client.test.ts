@@ -286,6 +286,26 @@ describe('instrumented HTTP client against real local servers', () => {
     await client.close();
   });
 
+  test("a URL's user:password is sent as Basic authorization, never logged; a caller's own header wins", async () => {
+    const { client, logs } = makeClient();
+    const withCredentials = (path: string) =>
+      `${up.url.replace('http://', 'http://probe%40ops:p%3Ass@')}${path}`;
+    const echoed = async (headers?: Record<string, string>) => {
+      const res = await client.request({ url: withCredentials('/echo'), ...(headers ? { headers } : {}) });
+      return (JSON.parse(res.body) as { headers: Record<string, string> }).headers;
+    };
+    const basic = `Basic ${Buffer.from('probe@ops:p:ss').toString('base64')}`;
+    assert.equal((await echoed()).authorization, basic);
+    assert.equal((await echoed({ Authorization: 'Bearer mine' })).authorization, 'Bearer mine');
+    assert.equal((await client.request({ url: `${up.url}/echo` })).body.includes('authorization'), false);
+    await client.request({ url: withCredentials('/boom') });
+    const warn = logs.lines.find((l) => l.message === 'http call failed');
+    assert.ok(warn);
+    assert.equal((warn.request_headers as Record<string, string>).authorization, '[redacted]');
+    assert.ok(!logs.raw.includes(basic.slice(6)), 'the credentials leaked');
+    await client.close();
+  });
+
   test('X-Request-Id of the current context is propagated (unless told not to), and logged', async () => {
     const { client, logs } = makeClient();
     const res = await runWithContext({ request_id: 'req-42' }, () =>
