@@ -14,7 +14,7 @@ import { formatReport, runDoctor } from './doctor/index.ts';
 import { ApiError } from './errors/index.ts';
 import { startNode } from './main.ts';
 import { seedDemo } from './routing/index.ts';
-import { openStorage, type Storage } from './storage/index.ts';
+import { migrateWhenReachable, openStorage, type Storage } from './storage/index.ts';
 import { systemClock } from './time/index.ts';
 
 /** A repeated stop signal within this long of the first is an echo (group + npm's forward). */
@@ -151,10 +151,13 @@ async function start(args: string[]): Promise<number> {
   // nothing, and clicks answered in the moment between listening and these handlers were lost.
   let early: NodeJS.Signals | undefined;
   let earlyAt = 0;
+  // Only a wait for an unreachable database gives up on it: nothing has been taken yet to keep.
+  const startAborted = new AbortController();
   const onEarly = (signal: NodeJS.Signals) => {
     if (early === undefined) {
       early = signal;
       earlyAt = performance.now();
+      startAborted.abort();
     } else if (performance.now() - earlyAt >= SIGNAL_ECHO_MS) {
       // A second signal, not an echo: someone waiting on a stuck start (a database that hangs).
       process.stderr.write(`second ${signal} while starting: exiting now\n`);
@@ -170,9 +173,18 @@ async function start(args: string[]): Promise<number> {
   let node: Awaited<ReturnType<typeof startNode>>;
   try {
     // stdout is the JSON log: the node's `sluice started` record carries its URL and mode.
-    node = await startNode({ configDir: values['config-dir'], mode: values.mode });
+    node = await startNode({
+      configDir: values['config-dir'],
+      mode: values.mode,
+      startAborted: startAborted.signal,
+    });
   } catch (err) {
     unhook();
+    if (early !== undefined && err instanceof ApiError && err.code === 'db.unavailable') {
+      // Stopped while waiting for the database: a stop asked for and done, nothing to lose.
+      process.stderr.write(`sluice: ${err.message}\n`);
+      return 0;
+    }
     throw err;
   }
   return new Promise<number>((resolveExit) => {
@@ -274,7 +286,8 @@ async function withStorage<T>(
   const { config } = loadConfig({ configDir: values['config-dir'], mode: values.mode });
   const storage = openStorage(config, systemClock);
   try {
-    await storage.migrate();
+    // A one-off command does not wait for the database: it says at once why it cannot reach it.
+    await migrateWhenReachable(storage, { clock: systemClock, waitMs: 0 });
     return await fn(storage);
   } finally {
     await storage.close();
@@ -340,6 +353,10 @@ main(process.argv.slice(2)).then(
     } else if (err instanceof UsageError) {
       process.stderr.write(`sluice: ${err.message}\n\n${USAGE}`);
       process.exitCode = EXIT_USAGE;
+    } else if (err instanceof ApiError && err.code === 'db.unavailable') {
+      // Its message names the cause (the address that refused); a stack would bury it.
+      process.stderr.write(`sluice: ${err.message}\n`);
+      process.exitCode = 1;
     } else if (err instanceof ApiError && err.code === 'resource.conflict') {
       process.stderr.write('sluice: an active operator with that name already exists\n');
       process.exitCode = 1;

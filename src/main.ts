@@ -30,6 +30,7 @@ import {
 import { registerConsole } from './console/index.ts';
 import { registerPostbackRoute } from './conversions/index.ts';
 import { Schedule, Scheduler } from './cron/index.ts';
+import { describeCause } from './errors/index.ts';
 import {
   createServer,
   drainServer,
@@ -39,7 +40,7 @@ import {
 } from './http/index.ts';
 import { HttpClient } from './http-client/index.ts';
 import { RoutingService, registerGoRoute, simulate } from './routing/index.ts';
-import { openStorage, type Storage } from './storage/index.ts';
+import { migrateWhenReachable, openStorage, type Storage } from './storage/index.ts';
 import { DEFAULT_SCOPE, taskRunner } from './tasks/index.ts';
 import { createLogger, type Logger, Telemetry } from './telemetry/index.ts';
 import { type Clock, systemClock } from './time/index.ts';
@@ -52,6 +53,8 @@ export interface StartOptions extends LoadOptions {
   print?: (line: string) => void;
   /** The routing decision's random source (weighted rotation); tests seed it. */
   random?: () => number;
+  /** A stop asked for while the node starts: a wait for an unreachable database gives up. */
+  startAborted?: AbortSignal;
 }
 
 /** A running node, as the CLI and the tests see it. */
@@ -164,7 +167,12 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
   lifecycle.defer(() => logger.flush());
   lifecycle.defer(() => storage.close());
   try {
-    await storage.migrate();
+    await migrateWhenReachable(storage, {
+      clock,
+      logger,
+      waitMs: config.storage.postgres.start_wait_ms,
+      signal: opts.startAborted,
+    });
     lifecycle.defer(() => election.stop());
     await election.start();
     const telemetry = new Telemetry({
@@ -471,6 +479,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       },
     };
   } catch (err) {
+    logger.error({ err: describeCause(err) }, 'sluice could not start');
     await lifecycle.disposeAsync().catch((stopErr: unknown) => {
       logger.error({ err: stopErr }, 'error while undoing a failed start');
     });

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
-import { runCli, startCli } from './helpers/cli.ts';
+import { CLI, runCli, startCli } from './helpers/cli.ts';
+import { until } from './helpers/until.ts';
 
 describe('sluice CLI', () => {
   let dir: string;
@@ -211,6 +213,77 @@ describe('sluice CLI', () => {
     node.child.kill('SIGTERM');
     assert.equal(await node.exited, 0);
     assert.match(node.stdout(), /"message":"sluice stopped"/);
+  });
+
+  describe('a PostgreSQL that cannot be reached', () => {
+    let pgDir: string;
+    let port: number;
+    before(async () => {
+      // A port nothing listens on: each connection is refused, as a database not yet up refuses.
+      const server = createServer();
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+      port = (server.address() as AddressInfo).port;
+      await new Promise<void>((r) => server.close(() => r()));
+      pgDir = mkdtempSync(join(tmpdir(), 'sluice-cli-pg-'));
+      const config = (wait: string) =>
+        `app:\n  server:\n    host: 127.0.0.1\n    port: 0\nstorage:\n  driver: postgres\n  postgres:\n    url: postgres://sluice@127.0.0.1:${port}/sluice\n${wait}`;
+      writeFileSync(join(pgDir, 'config.nowait.yml'), config('    start_wait_ms: 0\n'));
+      writeFileSync(join(pgDir, 'config.wait.yml'), config(''));
+    });
+    after(() => rmSync(pgDir, { recursive: true, force: true }));
+
+    test('start and migrate say which address refused, in one line, and exit 1', async () => {
+      const refused = new RegExp(
+        `^sluice: the database could not be reached: .*ECONNREFUSED 127\\.0\\.0\\.1:${port}`,
+      );
+      for (const command of ['start', 'migrate']) {
+        const run = await runCli([command, '--config-dir', pgDir, '--mode', 'nowait'], {
+          cwd: pgDir,
+          killAfterMs: 60_000,
+        });
+        assert.equal(run.code, 1, command);
+        assert.match(run.stderr, refused, command);
+        assert.doesNotMatch(run.stderr, /\n\s+at /, `${command}: no stack trace`);
+        if (command === 'start') {
+          const failed = run.stdout
+            .split('\n')
+            .filter((l) => l.startsWith('{'))
+            .map((l) => JSON.parse(l) as { message: string; err?: string })
+            .find((r) => r.message === 'sluice could not start');
+          assert.match(failed?.err ?? '', /ECONNREFUSED/, 'one log record says why');
+        }
+      }
+    });
+
+    test('start waits for it, and a SIGTERM meanwhile stops it with exit 0', async () => {
+      const child = spawn(process.execPath, [CLI, 'start', '--config-dir', pgDir, '--mode', 'wait'], {
+        cwd: pgDir,
+        env: { PATH: process.env.PATH },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const exited = new Promise<number | null>((done) => child.on('close', done));
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (d) => {
+        out += d;
+      });
+      child.stderr.on('data', (d) => {
+        err += d;
+      });
+      try {
+        await until(
+          'a refusal logged while waiting',
+          () => out.includes('database unreachable at start; trying again'),
+          60_000,
+        );
+        assert.match(out, /ECONNREFUSED/);
+        child.kill('SIGTERM');
+        assert.equal(await exited, 0, err);
+        assert.match(err, /^sluice: stopped while waiting for the database/);
+      } finally {
+        child.kill('SIGKILL');
+      }
+    });
   });
 
   test('every stdout line of sluice start is a JSON record, but for the one-time bootstrap token', async () => {

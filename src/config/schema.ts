@@ -119,6 +119,8 @@ export const ConfigSchema = Type.Object(
             pool_max: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
             schema: Type.String({ pattern: '^[a-z_][a-z0-9_]{0,62}$', default: 'public' }),
             query_timeout_ms: Milliseconds(30_000, 100),
+            // A node started with its database (compose, a reboot) may find it not yet listening.
+            start_wait_ms: Milliseconds(30_000, 0),
           },
           strict,
         ),
