@@ -96,7 +96,16 @@ export class RoutingService {
     });
     // Another node changed a flow: its totals may have changed too (a create, a status change).
     this.#storage.onInvalidation((slug) => {
-      this.#forget(slug);
+      if (slug === undefined) {
+        // Notices may have been missed while the node could not listen: reload what it has cached
+        // now rather than at the next `cache.reload` run (30 s by default).
+        this.cache.reloadAll().catch((err: unknown) => {
+          this.#log.warn(
+            { err: (err as Error).message },
+            'reloading the routing cache failed; it is reloaded again by its task',
+          );
+        });
+      } else this.#forget(slug);
       this.#refreshSoon();
     });
     this.counters.onDaysAcked = (days) => this.caps.acked(days);

@@ -46,6 +46,8 @@ export function openPostgres(opts: PostgresOptions): SqlStorage {
   const channel = `sluice_routing_${opts.schema}`;
   const listeners: InvalidationListener[] = [];
   let listener: pg.Client | undefined;
+  /** Whether a LISTEN went through before: one after it may have missed notices meanwhile. */
+  let listened = false;
   let closed = false;
   let retry: NodeJS.Timeout | undefined;
 
@@ -76,6 +78,13 @@ export function openPostgres(opts: PostgresOptions): SqlStorage {
     try {
       await client.connect();
       await client.query(`LISTEN ${channel}`);
+      if (listened) {
+        opts.logger?.info(
+          'postgres LISTEN connection back; every cached flow is reloaded (notices may have been missed)',
+        );
+        for (const l of listeners) l(undefined);
+      }
+      listened = true;
     } catch (err) {
       opts.logger?.warn({ err: (err as Error).message }, 'postgres LISTEN connection failed; retrying');
       reconnect();

@@ -557,8 +557,12 @@ export interface Aggregates {
 /** The `db` section (§5), typed with the other sections in telemetry. */
 export type { DbSection };
 
-/** Called with the slug whose routing data changed (on this node or, via PostgreSQL, another). */
-export type InvalidationListener = (slug: string) => void;
+/**
+ * Called with the slug whose routing data changed (on this node or, via PostgreSQL, another); with
+ * undefined when notices may have been missed (the listening connection was lost and is back): any
+ * cached flow may then be stale.
+ */
+export type InvalidationListener = (slug: string | undefined) => void;
 
 /**
  * One interface over the embedded SQLite file and a shared PostgreSQL. Every query is timed into

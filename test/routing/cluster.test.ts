@@ -117,6 +117,58 @@ describe('two nodes on one PostgreSQL', { skip }, () => {
   });
 });
 
+describe('a node that could not listen for a while', { skip }, () => {
+  test('reloads what it cached once it listens again: a change made meanwhile reaches it at once', async () => {
+    const schema = testSchema();
+    const pg = new URL(PG_URL);
+    const proxy = new TcpProxy(pg.hostname, Number(pg.port || 5432));
+    await proxy.start();
+    const via = new URL(PG_URL);
+    via.port = String(proxy.port);
+    // No TTL and no cache_reload run within the test: only the reload on listening again can
+    // explain node b seeing the change.
+    const still = 'cache:\n  ttl_ms: 600000\ncron:\n  tasks:\n    cache_reload:\n      enabled: false\n';
+    const a = await startTestNode({ postgres: { schema }, yaml: still });
+    const b = await startTestNode({
+      yaml: `storage:\n  driver: postgres\n  postgres:\n    url: ${via.toString()}\n    schema: ${schema}\n${still}`,
+    });
+    try {
+      const admin = await a.token('admin');
+      const flow = await flowWithDefault(a, admin, 'missed', 'https://one.test/');
+      const where = async () => {
+        const res = await fetch(`${b.url}/go/missed`, { redirect: 'manual', headers: PERSON });
+        await res.arrayBuffer();
+        return res.headers.get('location');
+      };
+      assert.equal(await where(), 'https://one.test/');
+      await until('both nodes to listen', async () => (await routingListeners(schema)) === 2, 10_000, 25);
+      await proxy.down();
+      await until('node b to stop listening', async () => (await routingListeners(schema)) === 1, 10_000, 25);
+      const [stream] = await a.node.storage.streams.ofFlow(flow.id);
+      const updated = await a.acp('/acp/streams/update', admin, {
+        id: stream!.id,
+        target_url: 'https://two.test/',
+      });
+      assert.equal(updated.status, 200);
+      await updated.arrayBuffer();
+      assert.equal(await where(), 'https://one.test/', 'node b missed the notice');
+      await proxy.up();
+      await until('node b to listen again', async () => (await routingListeners(schema)) === 2, 10_000, 25);
+      await until(
+        'node b to route to the new target',
+        async () => (await where()) === 'https://two.test/',
+        10_000,
+        25,
+      );
+    } finally {
+      await a.close();
+      await b.close();
+      await proxy.down();
+      await dropSchema(schema);
+    }
+  });
+});
+
 describe('PostgreSQL down and back', { skip }, () => {
   test('the hot path serves from cache, the ACP answers 503, /readyz fails, all recover by themselves', async () => {
     const pg = new URL(PG_URL);
