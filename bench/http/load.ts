@@ -514,7 +514,7 @@ export interface RoundOptions {
    * a second apart compares like with like far better than entries ten windows apart. The base's
    * window next to an entry is sent the entry's requests (its paths, headers, user agent): a ratio
    * compares two servers answering the same traffic, since a longer request costs any server more
-   * to receive and parse. The base's own row is its windows on its own requests.
+   * to receive and parse.
    */
   base?: Entry;
   /** Called after each measurement (progress lines), with the requests it was sent. */
@@ -522,7 +522,10 @@ export interface RoundOptions {
 }
 
 export interface Rounds {
-  /** Each entry's measurements, one per round (the base's: one per pair, in order). */
+  /**
+   * Each entry's measurements, one per round (the base's: one per pair, in order, each on the
+   * requests of the entry it was paired with).
+   */
   of: Map<Entry, Measurement[]>;
   /** The base's measurement paired with each of an entry's, by round (when there is a base). */
   baseOf: Map<Entry, Measurement[]>;
@@ -547,8 +550,7 @@ export async function interleave(entries: Entry[], client: LoadClient, opts: Rou
   const baseOf = new Map<Entry, Measurement[]>(entries.map((e) => [e, []]));
   const take = async (round: number, e: Entry, mix: RequestMix = e.mix) => {
     const m = await measure(e.server, client, spec(mix, opts.window));
-    // The base's own row holds only its windows on its own requests.
-    if (mix === e.mix) of.get(e)!.push(m);
+    of.get(e)!.push(m);
     opts.onMeasure?.(round, e, m, mix);
     return m;
   };

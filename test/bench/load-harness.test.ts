@@ -101,10 +101,23 @@ describe('the HTTP load harness', () => {
       window: { amount: 100 },
       connections: 5,
       base,
-      onMeasure: (round, e) => order.push(`${round}:${name.get(e)}`),
+      onMeasure: (round, e, _m, mix) =>
+        order.push(
+          `${round}:${name.get(e)}${mix === e.mix ? '' : ` on ${[a, b].find((x) => x!.mix === mix) === a ? 'A' : 'B'}'s requests`}`,
+        ),
     });
-    // Round 0: base A, B base; round 1 (reversed): B base, base A.
-    assert.deepEqual(order, ['0:base', '0:A', '0:B', '0:base', '1:B', '1:base', '1:base', '1:A']);
+    // Round 0: base A, B base; round 1 (reversed): B base, base A. The base is sent the requests of
+    // the entry it is paired with.
+    assert.deepEqual(order, [
+      "0:base on A's requests",
+      '0:A',
+      '0:B',
+      "0:base on B's requests",
+      '1:B',
+      "1:base on B's requests",
+      "1:base on A's requests",
+      '1:A',
+    ]);
     const ms = results.of.get(base!)!;
     assert.equal(ms.length, 4);
     assert.deepEqual(results.baseOf.get(a!), [ms[0], ms[3]]);
