@@ -153,6 +153,15 @@ function planReport(q: ReportQuery): ReportPlan {
   if (to - from > MAX_RANGE_DAYS * 86_400_000)
     throw invalid('/to', `a report spans at most ${MAX_RANGE_DAYS} days`);
   const groupBy = q.group_by ?? [];
+  const sortBy = q.sort?.by;
+  if (sortBy !== undefined && !(METRICS as readonly string[]).includes(sortBy)) {
+    const sortable = groupBy.flatMap((d) => [d, ...DIMENSION_KEYS[d]]);
+    if (!sortable.includes(sortBy))
+      throw invalid(
+        '/sort/by',
+        `"${sortBy}" is not a dimension of this report (group_by: ${groupBy.length === 0 ? 'none' : groupBy.join(', ')}): sort by a metric or a grouped dimension`,
+      );
+  }
   const timeDim = groupBy.includes('hour') ? 'hour' : groupBy.includes('day') ? 'day' : undefined;
   // Hour buckets in UTC fold exactly into local days and hours when the zone's offsets are whole
   // hours over the range; a zone such as Asia/Kolkata (+05:30) gets quarter-hour buckets.

@@ -282,6 +282,14 @@ for (const backend of BACKENDS) {
         400,
       );
       assert.equal(badDim.error.code, 'validation.invalid_input');
+      // A dimension the report is not grouped by cannot order its rows (it was silently ignored).
+      const ungrouped = await report({ group_by: ['country'], sort: { by: 'os' } }, 400);
+      assert.match(
+        (ungrouped as unknown as { error: { message: string } }).error.message,
+        /\/sort\/by: "os" is not a dimension of this report \(group_by: country\)/,
+      );
+      for (const by of ['flow_slug', 'stream', 'stream_id'])
+        await report({ group_by: ['flow', 'stream'], sort: { by } }, 200);
       const badZone = await report({ timezone: 'Moon/Base' }, 400);
       assert.match((badZone as unknown as { error: { message: string } }).error.message, /\/timezone/);
       const backwards = await report({ from: '2026-03-11', to: '2026-03-10' }, 400);
