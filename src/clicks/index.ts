@@ -17,7 +17,6 @@ export {
   preferredLanguage,
   type QueryLike,
   referrerHost,
-  SUB_MAX_CHARS,
   subValue,
 } from './request-facts.ts';
 export { type SeenVisitor, type UniquenessOptions, UniquenessWindow } from './uniqueness.ts';

@@ -1,4 +1,5 @@
 import { isIPv4 } from 'node:net';
+import { firstChars, SUB_ID_MAX_LENGTH } from '../storage/index.ts';
 
 /**
  * What a click's request says besides its user agent: language, referrer host, sub-ids and the
@@ -179,8 +180,6 @@ function schemeEnd(s: string): number {
 /** Incoming query parameters as fastify and `node:querystring` give them. */
 export type QueryLike = Readonly<Record<string, string | readonly string[] | undefined>>;
 
-/** Sub-ids are kept to this many characters (§11: cut, not refused). */
-export const SUB_MAX_CHARS = 256;
 /**
  * Control characters (Unicode Cc), the class `TEXT_PATTERN` (config/schema.ts) keeps out of
  * stored text. The HTTP parser lets C1 controls through in header values (read as latin1), and a
@@ -196,23 +195,17 @@ export function withoutControls(text: string): string {
 
 /**
  * One `subN` value as the click log stores it: the first value when the parameter is repeated,
- * cut at {@link SUB_MAX_CHARS} characters (never in the middle of a surrogate pair), control
+ * cut at {@link SUB_ID_MAX_LENGTH} characters (code points: never in the middle of a surrogate pair), control
  * characters removed (PostgreSQL cannot store U+0000, and no sub-id needs one) and lone
  * surrogates replaced, so every value can be stored and percent-encoded. Absent or empty: null.
  */
 export function subValue(raw: string | readonly string[] | undefined): string | null {
   let v = typeof raw === 'string' ? raw : raw?.[0];
   if (v === undefined || v.length === 0) return null;
-  if (v.length > SUB_MAX_CHARS) {
-    const cut = SUB_MAX_CHARS - (isHighSurrogate(v.charCodeAt(SUB_MAX_CHARS - 1)) ? 1 : 0);
-    v = v.slice(0, cut);
-  }
-  v = withoutControls(v);
+  v = withoutControls(firstChars(v, SUB_ID_MAX_LENGTH));
   if (!v.isWellFormed()) v = v.toWellFormed();
   return v.length > 0 ? v : null;
 }
-
-const isHighSurrogate = (c: number) => c >= 0xd800 && c <= 0xdbff;
 
 /** IPv4-mapped IPv6 (`::ffff:203.0.113.9`, `::ffff:cb00:7109`) as the IPv4 address it carries; others as given. */
 export function canonicalAddress(address: string): string {

@@ -5,7 +5,7 @@ import type { BatchGuard } from './batch-guard.ts';
 import { fromMicros, toMicros } from './money.ts';
 import { decodeCursor, encodeCursor } from './paging.ts';
 import { deleteInChunks, type Row, type SqlExecutor, type SqlReader, toIso } from './sql.ts';
-import { clickIdProblem, storableProblem, storableText } from './storable.ts';
+import { clickIdProblem, firstChars, storableProblem, storableText } from './storable.ts';
 import {
   type BatchResult,
   type ChunkedDelete,
@@ -93,9 +93,7 @@ export const toClick = (r: Row): ClickRecord => ({
 const text = (v: string | null | undefined): string | null =>
   v === null || v === undefined ? null : storableText(v);
 const sub = (v: string | null | undefined): string | null =>
-  v === null || v === undefined
-    ? null
-    : storableText(v.length > SUB_ID_MAX_LENGTH ? v.slice(0, SUB_ID_MAX_LENGTH) : v);
+  v === null || v === undefined ? null : storableText(firstChars(v, SUB_ID_MAX_LENGTH));
 
 /**
  * One click to its row. Everything the database could refuse is made storable here, since a batch

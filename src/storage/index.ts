@@ -36,6 +36,7 @@ export {
   CLICK_ID_PATTERN,
   type ColumnKind,
   clickIdProblem,
+  firstChars,
   ID_PATTERN,
   INT4_MAX,
   INT4_MIN,

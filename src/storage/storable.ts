@@ -79,3 +79,20 @@ export function storableText(text: string | null): string | null {
   // only by one were two rollup keys in JavaScript and one in the database).
   return t.isWellFormed() ? t : t.toWellFormed();
 }
+
+/**
+ * The first `max` characters of `text` (Unicode code points, as §11 counts a sub-id's 256): a
+ * pair of UTF-16 surrogates is one character and is never cut in two. Text no longer than `max`
+ * UTF-16 units is returned as it is, without a walk.
+ */
+export function firstChars(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let i = 0;
+  for (let n = 0; n < max && i < text.length; n++) {
+    const c = text.charCodeAt(i);
+    const pair = c >= 0xd800 && c <= 0xdbff && i + 1 < text.length;
+    const low = pair ? text.charCodeAt(i + 1) : 0;
+    i += pair && low >= 0xdc00 && low <= 0xdfff ? 2 : 1;
+  }
+  return text.slice(0, i);
+}

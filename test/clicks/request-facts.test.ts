@@ -7,9 +7,9 @@ import {
   ipPrefix,
   preferredLanguage,
   referrerHost,
-  SUB_MAX_CHARS,
   subValue,
 } from '../../src/clicks/index.ts';
+import { SUB_ID_MAX_LENGTH } from '../../src/storage/index.ts';
 
 describe('language: the preferred Accept-Language entry (§13)', () => {
   const cases: [string | undefined, string | null][] = [
@@ -113,13 +113,15 @@ describe('sub-ids (§11)', () => {
     assert.equal(subValue('abc_123-x'), 'abc_123-x');
   });
 
-  test('cut at 256 characters, never between the halves of a surrogate pair', () => {
-    assert.equal(subValue('x'.repeat(300)), 'x'.repeat(SUB_MAX_CHARS));
+  test('cut at 256 characters (code points), never between the halves of a surrogate pair', () => {
+    assert.equal(subValue('x'.repeat(300)), 'x'.repeat(SUB_ID_MAX_LENGTH));
     assert.equal(subValue('x'.repeat(256)), 'x'.repeat(256));
-    const emoji = `${'x'.repeat(255)}😀tail`;
-    assert.equal(subValue(emoji), 'x'.repeat(255));
-    const fits = `${'x'.repeat(254)}😀tail`;
-    assert.equal(subValue(fits), `${'x'.repeat(254)}😀`);
+    assert.equal(subValue(`${'x'.repeat(255)}😀tail`), `${'x'.repeat(255)}😀`);
+    assert.equal(subValue(`${'x'.repeat(256)}😀tail`), 'x'.repeat(256));
+    // 300 emoji are 600 UTF-16 units: 256 of them are kept, not 128.
+    assert.equal(subValue('😀'.repeat(300)), '😀'.repeat(256));
+    // A lone high surrogate is one character (and then replaced).
+    assert.equal(subValue(`${'x'.repeat(255)}\ud800tail`), `${'x'.repeat(255)}\ufffd`);
   });
 
   test('control characters removed and lone surrogates replaced: every value can be stored and encoded', () => {
@@ -130,7 +132,7 @@ describe('sub-ids (§11)', () => {
       fc.property(fc.string({ unit: 'binary', maxLength: 400 }), (s) => {
         const v = subValue(s);
         if (v === null) return;
-        assert.ok(v.length <= SUB_MAX_CHARS);
+        assert.ok([...v].length <= SUB_ID_MAX_LENGTH);
         assert.ok(v.isWellFormed());
         assert.ok(
           ![...v].some(
