@@ -14,7 +14,7 @@ import { formatReport, runDoctor } from './doctor/index.ts';
 import { ApiError } from './errors/index.ts';
 import { startNode } from './main.ts';
 import { seedDemo } from './routing/index.ts';
-import { migrateWhenReachable, openStorage, type Storage } from './storage/index.ts';
+import { migrateWhenReachable, openStorage, StartAbandoned, type Storage } from './storage/index.ts';
 import { systemClock } from './time/index.ts';
 
 /** A repeated stop signal within this long of the first is an echo (group + npm's forward). */
@@ -180,7 +180,7 @@ async function start(args: string[]): Promise<number> {
     });
   } catch (err) {
     unhook();
-    if (early !== undefined && err instanceof ApiError && err.code === 'db.unavailable') {
+    if (err instanceof StartAbandoned) {
       // Stopped while waiting for the database: a stop asked for and done, nothing to lose.
       process.stderr.write(`sluice: ${err.message}\n`);
       return 0;

@@ -40,7 +40,7 @@ import {
 } from './http/index.ts';
 import { HttpClient } from './http-client/index.ts';
 import { RoutingService, registerGoRoute, simulate } from './routing/index.ts';
-import { migrateWhenReachable, openStorage, type Storage } from './storage/index.ts';
+import { migrateWhenReachable, openStorage, StartAbandoned, type Storage } from './storage/index.ts';
 import { DEFAULT_SCOPE, taskRunner } from './tasks/index.ts';
 import { createLogger, type Logger, Telemetry } from './telemetry/index.ts';
 import { type Clock, systemClock } from './time/index.ts';
@@ -479,7 +479,9 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       },
     };
   } catch (err) {
-    logger.error({ err: describeCause(err) }, 'sluice could not start');
+    if (err instanceof StartAbandoned)
+      logger.info({ reason: err.message }, 'sluice start abandoned: stopped');
+    else logger.error({ err: describeCause(err) }, 'sluice could not start');
     await lifecycle.disposeAsync().catch((stopErr: unknown) => {
       logger.error({ err: stopErr }, 'error while undoing a failed start');
     });

@@ -280,6 +280,9 @@ describe('sluice CLI', () => {
         child.kill('SIGTERM');
         assert.equal(await exited, 0, err);
         assert.match(err, /^sluice: stopped while waiting for the database/);
+        // A stop asked for is no failure: no error record for an alert to fire on.
+        assert.doesNotMatch(out, /"level":"error"/);
+        assert.match(out, /"message":"sluice start abandoned: stopped"/);
       } finally {
         child.kill('SIGKILL');
       }

@@ -148,6 +148,12 @@ for (const e of entries) {
   );
   // Everything else must be a redirect, or the figure is not what it says.
   if (notFound ? other < ms.reduce((n, m) => n + m.load.answered, 0) : other > 0) process.exitCode = 1;
+  // So must bare fastify's every answer on the requests it was paired on (a fixed 302 for any path).
+  const baseBad = paired.reduce((n, m) => n + m.load.bad, 0);
+  if (baseBad > 0) {
+    console.error(`bare fastify answered ${baseBad} of ${e.server.name}'s requests with no 302`);
+    process.exitCode = 1;
+  }
 }
 
 if (oldChild !== undefined) {

@@ -233,8 +233,12 @@ export class HttpClient {
       const u = new URL(url);
       t = { origin: u.origin, path: `${u.pathname}${u.search}` };
       if (u.username !== '' || u.password !== '') {
-        const pair = `${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`;
-        t.authorization = `Basic ${Buffer.from(pair).toString('base64')}`;
+        const pair = Buffer.concat([
+          percentDecoded(u.username),
+          Buffer.from(':'),
+          percentDecoded(u.password),
+        ]);
+        t.authorization = `Basic ${pair.toString('base64')}`;
       }
       if (this.#targets.size >= 1000) this.#targets.delete(this.#targets.keys().next().value!);
       this.#targets.set(url, t);
@@ -286,6 +290,25 @@ export class HttpClient {
       duration_ms,
     };
   }
+}
+
+/**
+ * A URL's user or password as the bytes it stands for, as curl sends them: each `%XX` one byte,
+ * whatever they spell, and anything else (a malformed escape too, which the URL parser keeps as
+ * written) as its UTF-8. `decodeURIComponent` would throw on `%ZZ` or on bytes that are not UTF-8.
+ */
+function percentDecoded(text: string): Buffer {
+  const parts: Buffer[] = [];
+  let from = 0;
+  for (let i = text.indexOf('%'); i !== -1; i = text.indexOf('%', i + 1)) {
+    const hex = text.slice(i + 1, i + 3);
+    if (!/^[0-9A-Fa-f]{2}$/.test(hex)) continue;
+    parts.push(Buffer.from(text.slice(from, i)), Buffer.from([Number.parseInt(hex, 16)]));
+    from = i + 3;
+    i += 2;
+  }
+  parts.push(Buffer.from(text.slice(from)));
+  return Buffer.concat(parts);
 }
 
 /** Where a URL's call goes, and the Basic authorization its `user:password@` part stands for. */

@@ -26,11 +26,16 @@ const NO_COUNTRY: readonly (readonly [string, number, 'ipv4' | 'ipv6'])[] = [
   ['198.51.100.0', 24, 'ipv4'],
   ['203.0.113.0', 24, 'ipv4'],
   ['224.0.0.0', 3, 'ipv4'],
-  ['::', 127, 'ipv6'],
+  // Unspecified, loopback and the deprecated IPv4-compatible ::a.b.c.d (the database reads those as IPv4).
+  ['::', 96, 'ipv6'],
+  ['64:ff9b:1::', 48, 'ipv6'],
   ['100::', 64, 'ipv6'],
+  ['2001:2::', 48, 'ipv6'],
+  ['2001:10::', 28, 'ipv6'],
   ['2001:db8::', 32, 'ipv6'],
   ['3fff::', 20, 'ipv6'],
   ['fc00::', 7, 'ipv6'],
+  ['5f00::', 16, 'ipv6'],
   ['fe80::', 10, 'ipv6'],
   ['ff00::', 8, 'ipv6'],
 ];

@@ -75,6 +75,8 @@ export class RoutingService {
   /** Asked for again meanwhile: one more refresh when the gap ends. */
   #refreshAgain = false;
   #stopped = false;
+  #reloading = false;
+  #reloadAgain = false;
   #timers: NodeJS.Timeout[] = [];
   /** What each compiled flow was compiled from, so a reload reuses what has not changed. */
   readonly #sources = new WeakMap<CompiledFlow, string>();
@@ -96,16 +98,8 @@ export class RoutingService {
     });
     // Another node changed a flow: its totals may have changed too (a create, a status change).
     this.#storage.onInvalidation((slug) => {
-      if (slug === undefined) {
-        // Notices may have been missed while the node could not listen: reload what it has cached
-        // now rather than at the next `cache.reload` run (30 s by default).
-        this.cache.reloadAll().catch((err: unknown) => {
-          this.#log.warn(
-            { err: (err as Error).message },
-            'reloading the routing cache failed; it is reloaded again by its task',
-          );
-        });
-      } else this.#forget(slug);
+      if (slug === undefined) this.#reloadSoon();
+      else this.#forget(slug);
       this.#refreshSoon();
     });
     this.counters.onDaysAcked = (days) => this.caps.acked(days);
@@ -226,6 +220,37 @@ export class RoutingService {
       this.#log.warn({ err: (err as Error).message }, 'counter flush failed; counts kept for the next flush');
       return 0;
     }
+  }
+
+  /**
+   * Every cached flow read again in the background, because invalidation notices may have been
+   * missed (the listening connection was lost and is back): at once when no such reload is under
+   * way, else once more after it, whatever the number of reconnections meanwhile (a flapping link
+   * must not pile full reloads onto a database that has just come back); none once stopped.
+   */
+  #reloadSoon(): void {
+    if (this.#stopped) return;
+    if (this.#reloading) {
+      this.#reloadAgain = true;
+      return;
+    }
+    this.#reloading = true;
+    this.cache
+      .reloadAll()
+      .catch((err: unknown) => {
+        if (!this.#stopped)
+          this.#log.warn(
+            { err: (err as Error).message },
+            'reloading the routing cache failed; it is reloaded again by its task',
+          );
+      })
+      .finally(() => {
+        this.#reloading = false;
+        if (this.#reloadAgain) {
+          this.#reloadAgain = false;
+          this.#reloadSoon();
+        }
+      });
   }
 
   /**

@@ -31,7 +31,7 @@ export {
   ROLLUP_COLUMNS,
 } from './reports.ts';
 export { openSqlite, type SqliteOptions } from './sqlite.ts';
-export { migrateWhenReachable, START_RETRY_MS, type StartWaitOptions } from './start-wait.ts';
+export { migrateWhenReachable, StartAbandoned } from './start-wait.ts';
 export {
   CLICK_ID_PATTERN,
   type ColumnKind,

@@ -46,8 +46,11 @@ export function openPostgres(opts: PostgresOptions): SqlStorage {
   const channel = `sluice_routing_${opts.schema}`;
   const listeners: InvalidationListener[] = [];
   let listener: pg.Client | undefined;
-  /** Whether a LISTEN went through before: one after it may have missed notices meanwhile. */
-  let listened = false;
+  /**
+   * Whether notices may have been missed since the last LISTEN that went through: a connection
+   * lost, or a first LISTEN that failed while the pool may already have filled caches.
+   */
+  let missed = false;
   let closed = false;
   let retry: NodeJS.Timeout | undefined;
 
@@ -64,6 +67,7 @@ export function openPostgres(opts: PostgresOptions): SqlStorage {
     const reconnect = () => {
       if (listener !== client) return;
       listener = undefined;
+      missed = true;
       client.end().catch(() => {});
       if (!closed) {
         retry = setTimeout(() => void listen(), RECONNECT_MS);
@@ -78,16 +82,17 @@ export function openPostgres(opts: PostgresOptions): SqlStorage {
     try {
       await client.connect();
       await client.query(`LISTEN ${channel}`);
-      if (listened) {
-        opts.logger?.info(
-          'postgres LISTEN connection back; every cached flow is reloaded (notices may have been missed)',
-        );
-        for (const l of listeners) l(undefined);
-      }
-      listened = true;
     } catch (err) {
       opts.logger?.warn({ err: (err as Error).message }, 'postgres LISTEN connection failed; retrying');
       reconnect();
+      return;
+    }
+    if (missed && listener === client) {
+      missed = false;
+      opts.logger?.info(
+        'postgres LISTEN connection back; every cached flow is reloaded (notices may have been missed)',
+      );
+      for (const l of listeners) l(undefined);
     }
   };
 

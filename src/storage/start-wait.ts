@@ -1,68 +1,80 @@
 import type { Logger } from 'pino';
 import { ApiError, describeCause } from '../errors/index.ts';
-import type { Clock } from '../time/index.ts';
+import { type Clock, retryUntil } from '../time/index.ts';
 import type { Storage } from './types.ts';
 
 /** Between two attempts to reach the database at start. */
-export const START_RETRY_MS = 2000;
-
-export interface StartWaitOptions {
-  clock: Clock;
-  /** Where each refusal is logged while waiting (a one-off command, which does not wait, has none). */
-  logger?: Logger | undefined;
-  /** `storage.postgres.start_wait_ms`: how long to keep trying PostgreSQL; 0 tries once. */
-  waitMs: number;
-  /** A stop asked for meanwhile: gives up at once (the start is abandoned). */
-  signal?: AbortSignal | undefined;
-}
+const START_RETRY_MS = 2000;
 
 /**
- * Applies the migrations (the start's first use of the database), waiting for a database that is
- * not reachable yet: nodes and their PostgreSQL are often started together, and the database may
- * take seconds to accept connections. Each refusal is logged with its cause (the host and port that
- * refused); past `waitMs`, or when `signal` aborts, the last refusal is thrown with its cause in the
- * message. Any other failure is thrown at once: a wrong password or schema does not cure itself.
+ * Refusals that waiting does not cure: the server answered, and said no to the role, the password
+ * or the database name (a mistake in the configuration, not a database still starting).
  */
-export async function migrateWhenReachable(storage: Storage, o: StartWaitOptions): Promise<void> {
-  // An SQLite file that cannot be opened will not open later either.
-  const waitMs = storage.driver === 'postgres' ? o.waitMs : 0;
-  const deadline = o.clock.monotonic() + waitMs;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await storage.migrate();
-      if (attempt > 1) o.logger?.info({ attempts: attempt }, 'database reachable; starting');
-      return;
-    } catch (err) {
-      if (!(err instanceof ApiError && err.code === 'db.unavailable')) throw err;
-      const cause = describeCause(err.cause ?? err);
-      const left = deadline - o.clock.monotonic();
-      if (left <= 0 || o.signal?.aborted) {
-        throw new ApiError(
-          'db.unavailable',
-          o.signal?.aborted
-            ? `stopped while waiting for the database (${cause})`
-            : `the database could not be reached${waitMs > 0 ? ` within storage.postgres.start_wait_ms (${waitMs} ms)` : ''}: ${cause}`,
-          { cause: err },
-        );
-      }
-      const pause = Math.min(START_RETRY_MS, left);
-      o.logger?.warn(
-        { err: cause, attempt, retry_in_ms: pause, gives_up_in_ms: Math.round(left) },
-        'database unreachable at start; trying again',
-      );
-      await pauseUnlessAborted(pause, o.signal);
-    }
-  }
+const REFUSED = new Set(['28000', '28P01', '3D000']);
+
+/** A start given up because a stop was asked for while it waited for the database. */
+export class StartAbandoned extends Error {
+  override name = 'StartAbandoned';
 }
 
-function pauseUnlessAborted(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
+const unavailable = (err: unknown): err is ApiError =>
+  err instanceof ApiError && err.code === 'db.unavailable';
+const refused = (err: unknown) => REFUSED.has(String((err as { code?: unknown } | undefined)?.code));
+
+/**
+ * Applies the migrations (the start's first use of the database), waiting for a PostgreSQL that
+ * cannot be reached yet: nodes and their database are often started together, and it may take
+ * seconds to accept connections. Each failure to connect is logged with its cause (the address that
+ * refused); past `waitMs` the last one is thrown with its cause in the message, and a stop asked
+ * for meanwhile (`signal`) throws {@link StartAbandoned}. A refusal of the role, password or
+ * database name, and any other failure, is thrown at once; an SQLite file that cannot be opened
+ * is not waited for either.
+ */
+export async function migrateWhenReachable(
+  storage: Storage,
+  o: {
+    clock: Clock;
+    /** Where each failure is logged while waiting (a one-off command, which does not wait, has none). */
+    logger?: Logger | undefined;
+    /** `storage.postgres.start_wait_ms`: how long to keep trying PostgreSQL; 0 tries once. */
+    waitMs: number;
+    signal?: AbortSignal | undefined;
+  },
+): Promise<void> {
+  const waitMs = storage.driver === 'postgres' ? o.waitMs : 0;
+  let waited = false;
+  const failed = await retryUntil(() => storage.migrate(), o.clock, waitMs, {
+    pauseMs: START_RETRY_MS,
+    signal: o.signal,
+    retryable: (err) => unavailable(err) && !refused(err.cause),
+    onRetry: (err, attempt, pauseMs, leftMs) => {
+      waited = true;
+      o.logger?.warn(
+        {
+          err: describeCause((err as ApiError).cause ?? err),
+          attempt,
+          retry_in_ms: pauseMs,
+          gives_up_in_ms: Math.round(leftMs),
+        },
+        'database unreachable at start; trying again',
+      );
+    },
   });
+  if (failed === undefined) {
+    if (waited) o.logger?.info('database reachable; starting');
+    return;
+  }
+  const err = failed.error;
+  if (!unavailable(err)) throw err;
+  // The driver's own error (the address that refused), not the generic "retry shortly" above it.
+  const cause = err.cause ?? err;
+  const why = describeCause(cause);
+  if (failed.aborted) throw new StartAbandoned(`stopped while waiting for the database (${why})`, { cause });
+  if (refused(cause))
+    throw new ApiError('db.unavailable', `the database refused the connection: ${why}`, { cause });
+  throw new ApiError(
+    'db.unavailable',
+    `the database could not be reached${waitMs > 0 ? ` within storage.postgres.start_wait_ms (${waitMs} ms)` : ''}: ${why}`,
+    { cause },
+  );
 }

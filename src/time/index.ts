@@ -37,6 +37,6 @@ export class ManualClock implements Clock {
   }
 }
 
-export { RETRY_PAUSE_MS, retryUntil } from './retry.ts';
+export { type RetryFailure, type RetryOptions, retryUntil } from './retry.ts';
 export { SLICE_BUDGET_MS, TimeSlice } from './time-slice.ts';
 export { canonicalTimeZone, TIME_ZONE_EXPECTED } from './zones.ts';

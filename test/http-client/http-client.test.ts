@@ -297,6 +297,13 @@ describe('instrumented HTTP client against real local servers', () => {
     const basic = `Basic ${Buffer.from('probe@ops:p:ss').toString('base64')}`;
     assert.equal((await echoed()).authorization, basic);
     assert.equal((await echoed({ Authorization: 'Bearer mine' })).authorization, 'Bearer mine');
+    // Escapes that are not UTF-8, or not escapes at all, are sent as bytes (curl's way), never thrown.
+    const odd = await client.request({ url: `${up.url.replace('http://', 'http://a%ZZ:p%C3@')}/echo` });
+    const oddBytes = Buffer.concat([Buffer.from('a%ZZ:p'), Buffer.from([0xc3])]);
+    assert.equal(
+      (JSON.parse(odd.body) as { headers: Record<string, string> }).headers.authorization,
+      `Basic ${oddBytes.toString('base64')}`,
+    );
     assert.equal((await client.request({ url: `${up.url}/echo` })).body.includes('authorization'), false);
     await client.request({ url: withCredentials('/boom') });
     const warn = logs.lines.find((l) => l.message === 'http call failed');

@@ -99,6 +99,9 @@ describe('country codes (§3, §13)', () => {
       '203.0.113.9',
       '2001:db8::1',
       '::ffff:192.168.0.9',
+      '::192.168.1.1',
+      '2001:2::1',
+      '2001:10::1',
     ])
       assert.equal(geo.lookup(address), undefined, address);
     // Their public neighbours keep theirs.

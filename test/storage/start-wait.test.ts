@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
-import { migrateWhenReachable, openPostgres } from '../../src/storage/index.ts';
+import { migrateWhenReachable, openPostgres, StartAbandoned } from '../../src/storage/index.ts';
 import { createLogger } from '../../src/telemetry/index.ts';
 import { systemClock } from '../../src/time/index.ts';
 import { LogCapture } from '../helpers/node.ts';
-import { dropSchema, pgAvailable, pgBehindProxy, testSchema } from '../helpers/postgres.ts';
+import { dropSchema, PG_URL, pgAvailable, pgBehindProxy, testSchema } from '../helpers/postgres.ts';
 import { until } from '../helpers/until.ts';
 
 const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';
@@ -99,10 +99,53 @@ describe('a start waiting for its PostgreSQL', { skip }, () => {
       stop.abort();
       await assert.rejects(
         migrated,
-        (err: unknown) => err instanceof ApiError && /^stopped while waiting/.test(err.message),
+        (err: unknown) =>
+          err instanceof StartAbandoned &&
+          /^stopped while waiting for the database \(.*ECONNREFUSED/.test(err.message) &&
+          !err.message.includes('retry shortly'),
       );
     } finally {
       await db.close();
+    }
+  });
+
+  test('a role, password or database the server refuses is not waited for: the configuration is wrong', async () => {
+    for (const [what, edit] of [
+      [
+        'an unknown role',
+        (u: URL) => {
+          u.username = 'sluice_no_such_role';
+        },
+      ],
+      [
+        'an unknown database',
+        (u: URL) => {
+          u.pathname = '/sluice_no_such_database';
+        },
+      ],
+    ] as const) {
+      const url = new URL(PG_URL);
+      edit(url);
+      const logs = new LogCapture();
+      const logger = createLogger({ level: 'info', name: 'sluice', serverId: 'n1', destination: logs });
+      const storage = openPostgres({
+        url: url.toString(),
+        poolMax: 1,
+        schema: testSchema(),
+        queryTimeoutMs: 5000,
+        clock: systemClock,
+      });
+      try {
+        await assert.rejects(
+          migrateWhenReachable(storage, { clock: systemClock, logger, waitMs: 60_000 }),
+          (err: unknown) =>
+            err instanceof ApiError && /^the database refused the connection: /.test(err.message),
+          what,
+        );
+        assert.equal(waiting(logs).length, 0, what);
+      } finally {
+        await storage.close().catch(() => {});
+      }
     }
   });
 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ManualClock, RETRY_PAUSE_MS, retryUntil, systemClock } from '../../src/time/index.ts';
+import { ManualClock, retryUntil, systemClock } from '../../src/time/index.ts';
+import { RETRY_PAUSE_MS } from '../../src/time/retry.ts';
 
 /** An attempt the database refuses `refusals` times, then lets through; counts its calls. */
 function refusing(refusals: number) {
@@ -49,4 +50,30 @@ test('a clock held still does not make it try for ever: one attempt per pause in
   const a = refusing(Number.POSITIVE_INFINITY);
   assert.ok((await retryUntil(a.run, new ManualClock(), 2 * RETRY_PAUSE_MS)) !== undefined);
   assert.equal(a.calls, 3);
+});
+
+test('a failure that may not be retried ends it at once; each retried one is told of first', async () => {
+  const a = refusing(Number.POSITIVE_INFINITY);
+  const told: number[] = [];
+  const failed = await retryUntil(a.run, systemClock, 60_000, {
+    pauseMs: 10,
+    retryable: (err) => (err as Error).message !== 'refused 3',
+    onRetry: (_err, attempt) => told.push(attempt),
+  });
+  assert.deepEqual(failed, { error: new Error('refused 3'), aborted: false });
+  assert.deepEqual(told, [1, 2]);
+});
+
+test('a stop asked for during a pause gives up at once, saying so', async () => {
+  const a = refusing(Number.POSITIVE_INFINITY);
+  const stop = new AbortController();
+  const started = performance.now();
+  const failed = await retryUntil(a.run, systemClock, 60_000, {
+    pauseMs: 30_000,
+    signal: stop.signal,
+    onRetry: () => setTimeout(() => stop.abort(), 10),
+  });
+  assert.equal(failed?.aborted, true);
+  assert.equal(a.calls, 1);
+  assert.ok(performance.now() - started < 20_000, 'the 30 s pause was cut short');
 });
