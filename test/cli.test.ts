@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -219,11 +218,9 @@ describe('sluice CLI', () => {
     let pgDir: string;
     let port: number;
     before(async () => {
-      // A port nothing listens on: each connection is refused, as a database not yet up refuses.
-      const server = createServer();
-      await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-      port = (server.address() as AddressInfo).port;
-      await new Promise<void>((r) => server.close(() => r()));
+      // A port nothing listens on (a privileged one: a port just freed could be picked again by
+      // any server asking for port 0): each connection is refused, as a database not yet up refuses.
+      port = 1;
       pgDir = mkdtempSync(join(tmpdir(), 'sluice-cli-pg-'));
       const config = (wait: string) =>
         `app:\n  server:\n    host: 127.0.0.1\n    port: 0\nstorage:\n  driver: postgres\n  postgres:\n    url: postgres://sluice@127.0.0.1:${port}/sluice\n${wait}`;
