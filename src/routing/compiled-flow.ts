@@ -92,6 +92,19 @@ function countrySet(list: readonly string[] | undefined): ReadonlySet<string> | 
   return set;
 }
 
+/**
+ * The target with the macros that are the same for every click of this stream written in: `{flow}`
+ * (the slug) and `{stream}` (the id), percent-encoded as any macro is. A compiled flow is rebuilt
+ * whenever its slug or a stream changes, so the hot path never fills them; a target with no other
+ * macro is then sent as it is.
+ */
+function withStaticMacros(url: string, slug: string, streamId: string): string {
+  if (url.indexOf('{flow}') === -1 && url.indexOf('{stream}') === -1) return url;
+  return url.replace(MACRO_RE, (macro: string, name: string) =>
+    name === 'flow' ? encodeURIComponent(slug) : name === 'stream' ? encodeURIComponent(streamId) : macro,
+  );
+}
+
 function macroMarks(url: string): { marks: readonly number[]; params: readonly string[] } {
   const marks: number[] = [];
   let params: string[] | undefined;
@@ -135,7 +148,7 @@ export function compileFlow(
   // A zone stored by another writer that ICU does not know: UTC rather than a failing click.
   const timezone = canonicalTimeZone(flow.timezone) ?? 'UTC';
   const routable = (s: StreamRecord): RoutableStream => {
-    const target = targets.get(s)!;
+    const target = withStaticMacros(targets.get(s)!, flow.slug, s.id);
     const { marks, params } = macroMarks(target);
     return {
       id: s.id,

@@ -124,6 +124,29 @@ describe('target URL macros', () => {
     );
   });
 
+  test("the flow's slug and the stream's id are written in when the flow is compiled, not per click", () => {
+    const f = compileFlow(flow({ slug: 'sum-mer' }), [
+      stream({ id: 'S1', target_url: 'https://x.test/{flow}/?s={stream}&p={param:flow}&c={country}' }),
+    ]);
+    const s = decide(f, visitor('DE'), never)!;
+    // Only the per-click macros are left to fill; {param:flow} is the query parameter, not the slug.
+    assert.equal(s.target, 'https://x.test/sum-mer/?s=S1&p={param:flow}&c={country}');
+    assert.equal(s.marks.length, 2 * 3);
+    assert.equal(
+      buildTarget(s, macroValues({ country: 'FR', query: { flow: 'q' } })),
+      'https://x.test/sum-mer/?s=S1&p=q&c=FR',
+    );
+    const only = decide(
+      compileFlow(flow({ slug: 'a' }), [
+        stream({ id: 'S2', target_url: 'https://x.test/{flow}?s={stream}' }),
+      ]),
+      visitor('DE'),
+      never,
+    )!;
+    assert.equal(only.marks.length, 0, 'nothing left to fill: the target is the location');
+    assert.equal(only.target, 'https://x.test/a?s=S2');
+  });
+
   test('a URL without macros is returned as is', () => {
     const s = decide(
       compileFlow(flow(), [stream({ target_url: 'https://plain.test/a?b=c' })]),
