@@ -41,7 +41,7 @@ import {
 import { HttpClient } from './http-client/index.ts';
 import { RoutingService, registerGoRoute, simulate } from './routing/index.ts';
 import { migrateWhenReachable, openStorage, StartAbandoned, type Storage } from './storage/index.ts';
-import { DEFAULT_SCOPE, taskRunner } from './tasks/index.ts';
+import { CLICK_WAIT_MAX_MS, clickWritePeriodMs, DEFAULT_SCOPE, taskRunner } from './tasks/index.ts';
 import { createLogger, type Logger, Telemetry } from './telemetry/index.ts';
 import { type Clock, systemClock } from './time/index.ts';
 
@@ -242,15 +242,14 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     election.onChange((isLeader) => {
       if (!isLeader) scheduler.abortLeaderRuns();
     });
+    // With a clicks.flush task the scheduler writes the click log; without one, its own timer.
+    const clickWrites = clickWritePeriodMs(config.cron.tasks, config.clicks.flush_interval_ms, clock.now());
     const clickLog = new ClickLog({
       store: storage.clicks,
       logger,
       serverId,
       bufferMax: config.clicks.buffer_max,
-      // With a clicks.flush task the scheduler writes the click log; without one, its own timer.
-      flushIntervalMs: Object.values(config.cron.tasks).some((t) => t.kind === 'clicks.flush' && t.enabled)
-        ? 0
-        : config.clicks.flush_interval_ms,
+      flushIntervalMs: clickWrites.timerMs,
       clock,
       telemetry,
     });
@@ -413,7 +412,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       previousKeySha256: config.postback.previous_key_sha256,
       // Its own count: a network still sending an old key must not lock operators out of the ACP.
       limiter: new AuthLimiter(authLimits),
-      recentClickWaitMs: config.clicks.flush_interval_ms + 1000,
+      recentClickWaitMs: Math.min(clickWrites.periodMs, CLICK_WAIT_MAX_MS) + 1000,
       clock,
     });
 

@@ -204,3 +204,39 @@ describe('a waiting postback and its client connection (SQLite)', () => {
     assert.deepEqual(warnings, []);
   });
 });
+
+describe('postbacks waiting on another node whose clicks a clicks.flush task writes (PostgreSQL)', {
+  skip: skipPg,
+}, () => {
+  const schema = testSchema();
+  let a: TestNode;
+  let b: TestNode;
+  // The task's schedule never comes by itself: node a writes its clicks when the test runs it. The
+  // postback's wait follows the task (capped at 30 s), not the click log's idle 1 s timer.
+  const yaml = (id: string) =>
+    `app:\n  server:\n    id: ${id}\ncron:\n  tasks:\n    click_writer:\n      kind: clicks.flush\n      schedule: '0 0 1 1 *'\n`;
+  before(async () => {
+    a = await startTestNode({ postgres: { schema }, yaml: yaml('cf-a') });
+    b = await startTestNode({ postgres: { schema }, yaml: yaml('cf-b') });
+    const token = await a.token('admin');
+    await flowWithDefault(a, token, 'cfw', 'https://x.test/');
+  });
+  after(async () => {
+    await b.close();
+    await a.close();
+    await dropSchema(schema);
+  });
+
+  test("waits past flush_interval_ms + 1 s for the task's run, and finds its click", async () => {
+    const res = await fetch(`${a.url}/go/cfw`, { redirect: 'manual', headers: { 'user-agent': CHROME } });
+    assert.equal(res.status, 302);
+    const id = res.headers.get('x-click-id')!;
+    const pb = fetch(`${b.url}/postback?click_id=${id}&status=sale&payout=3`);
+    // Past the 2 s a postback waited before (flush_interval_ms + 1 s), then the task runs on node a.
+    await sleep(3000);
+    await a.node.scheduler.runNow('click_writer').done;
+    const answer = await pb;
+    assert.equal(answer.status, 200, await answer.clone().text());
+    assert.equal(((await answer.json()) as { status: string }).status, 'sale');
+  });
+});
