@@ -370,7 +370,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       telemetry,
       commit: build.commit,
     });
-    registerReportRoutes(acp, { storage });
+    registerReportRoutes(acp, { storage, clock, clickRetentionDays: config.clicks.retention_days });
     registerHttpClientRoutes(acp, httpClient);
     registerCronRoutes(acp, scheduler);
     registerClusterRoutes(acp, {

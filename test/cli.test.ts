@@ -37,6 +37,11 @@ describe('sluice CLI', () => {
         /cache\.max_entries in .*config\.bad\.yml: expected an integer from 1 to/,
       ],
       ['invalid YAML', 'app: [\n', /config\.bad\.yml: invalid YAML/],
+      [
+        'a country database that cannot be read',
+        'routing:\n  geoip_path: /nonexistent/countries.mmdb\n',
+        /^routing\.geoip_path: cannot open \/nonexistent\/countries\.mmdb as a country database: .*ENOENT/,
+      ],
     ];
     for (const [what, yaml, message] of cases) {
       test(what, async () => {

@@ -6,6 +6,7 @@ import {
   runReport,
 } from '../reports/index.ts';
 import type { Storage } from '../storage/index.ts';
+import type { Clock } from '../time/index.ts';
 import type { AcpRouter } from './acp-router.ts';
 
 /**
@@ -15,14 +16,20 @@ import type { AcpRouter } from './acp-router.ts';
  * `filter.currency` says, so a client can offer one to pick: a report whose money is in several
  * counts everything but shows no money (its money figures are null).
  */
-export function registerReportRoutes(acp: AcpRouter, deps: { storage: Storage }): void {
+export function registerReportRoutes(
+  acp: AcpRouter,
+  deps: { storage: Storage; clock: Clock; clickRetentionDays: number },
+): void {
   acp.add({
     path: '/acp/reports/query',
     role: 'viewer',
     body: ReportQueryBody,
     handler: async ({ body, reply }) => {
       const q = body as ReportQuery;
-      const report = await runReport(deps.storage, q);
+      const report = await runReport(deps.storage, q, {
+        retentionDays: deps.clickRetentionDays,
+        now: deps.clock.now(),
+      });
       if (q.format !== 'csv') return report;
       reply.type('text/csv; charset=utf-8');
       reply.header('content-disposition', 'attachment; filename="sluice-report.csv"');

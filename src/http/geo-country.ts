@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { BlockList, isIP } from 'node:net';
 import { type CountryResponse, Reader } from 'maxmind';
+import { ConfigError } from '../config/index.ts';
 import { normalizeCountry } from './request-context.ts';
 
 /**
@@ -99,7 +100,7 @@ export function loadGeoCountry(routing: {
   try {
     return GeoCountry.open(routing.geoip_path);
   } catch (err) {
-    throw new Error(
+    throw new ConfigError(
       `routing.geoip_path: cannot open ${routing.geoip_path} as a country database: ${(err as Error).message}`,
     );
   }

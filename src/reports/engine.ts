@@ -210,8 +210,17 @@ export async function reportCurrencies(storage: Storage, q: ReportQuery): Promis
  * flows and streams, adds the formulas, sorts and cuts. Clicks count at their time, conversions at
  * the postback's arrival (§12), each with the dimensions of its click.
  */
-export async function runReport(storage: Storage, q: ReportQuery): Promise<Report> {
+/** What a report needs to know of the click log beside the query: how far back it holds clicks. */
+export interface ClickLogReach {
+  /** `clicks.retention_days`. */
+  retentionDays: number;
+  /** Now, epoch ms (the injected clock). */
+  now: number;
+}
+
+export async function runReport(storage: Storage, q: ReportQuery, reach?: ClickLogReach): Promise<Report> {
   const { spec, tz, groupBy, dims, timeDim, bucketSeconds, source } = planReport(q);
+  if (source === 'clicks' && reach !== undefined) withinClickLog(q, spec, reach);
   // Money in several currencies is never added up: such a report still counts clicks and
   // conversions, with every money figure null, and names the currencies (filter.currency narrows
   // it to one). Refusing it instead answered nothing at all to a question the contract allows.
@@ -301,6 +310,26 @@ async function nameFlowsAndStreams(storage: Storage, dims: Dimension[], values: 
       if (s) streams.set(id, s.name);
     }
   return { flows, streams };
+}
+
+/**
+ * A report read from the click log cannot reach back past `clicks.retention_days`: the clicks are
+ * deleted there while their conversions stay, so such a report would show revenue with no clicks
+ * and no cost. Refused, saying why this report needs the click log and what reaches further back.
+ */
+function withinClickLog(q: ReportQuery, spec: ReportSpec, reach: ClickLogReach): void {
+  const cutoff = reach.now - reach.retentionDays * 86_400_000;
+  if (Date.parse(spec.from) >= cutoff) return;
+  const why =
+    q.source === 'clicks'
+      ? 'source: clicks'
+      : (q.group_by ?? []).some((d) => d.startsWith('sub'))
+        ? 'it groups by a sub-id'
+        : 'its zone or range is not on whole UTC hours';
+  throw invalid(
+    '/from',
+    `this report reads the click log (${why}), which keeps clicks for clicks.retention_days (${reach.retentionDays}): from must be on or after ${new Date(cutoff).toISOString()}; the hourly rollups reach further back for reports without sub-ids, by whole UTC hours`,
+  );
 }
 
 /** By `sort`, else by the time dimension ascending, else by clicks descending; ties by every key. */

@@ -37,8 +37,8 @@ export interface TaskSectionEntry {
   failures: number;
   running: boolean;
   p95_duration_ms: number;
-  /** §17: runs that finished in the last hour; null when none did. */
-  p95_last_hour: number | null;
+  /** §17: runs that finished in the last hour; 0 when none did. */
+  p95_last_hour: number;
   last_duration_ms: number | null;
   last_error: string | null;
 }
