@@ -70,13 +70,36 @@ export class RoutingService {
   readonly #aggregatesMs: number;
   readonly #clock: Clock;
   #aggregates: Aggregates = ZERO;
-  /** A background refresh of the totals is queued, running, or in its gap after (see {@link #refreshSoon}). */
-  #refreshing = false;
-  /** Asked for again meanwhile: one more refresh when the gap ends. */
-  #refreshAgain = false;
   #stopped = false;
-  #reloading = false;
-  #reloadAgain = false;
+  /**
+   * The totals read again in the background: at once when none is under way, else once more after
+   * it, and never two within {@link REFRESH_GAP_MS}. However many writes, notices and timer ticks
+   * ask, and however slow the database, at most one read is queued (beside the counter flushes,
+   * which share the queue) and a node reads at most four times a second.
+   */
+  readonly #refreshSoon = coalesced(
+    () => this.refreshAggregates(),
+    REFRESH_GAP_MS,
+    () => this.#stopped,
+  );
+  /**
+   * Every cached flow read again in the background, because invalidation notices may have been
+   * missed (the listening connection was lost and is back): one such reload at a time, and one
+   * more after it however many reconnections meanwhile (a flapping link must not pile full
+   * reloads onto a database that has just come back).
+   */
+  readonly #reloadSoon = coalesced(
+    () =>
+      this.cache.reloadAll().catch((err: unknown) => {
+        if (!this.#stopped)
+          this.#log.warn(
+            { err: (err as Error).message },
+            'reloading the routing cache failed; it is reloaded again by its task',
+          );
+      }),
+    0,
+    () => this.#stopped,
+  );
   #timers: NodeJS.Timeout[] = [];
   /** What each compiled flow was compiled from, so a reload reuses what has not changed. */
   readonly #sources = new WeakMap<CompiledFlow, string>();
@@ -220,62 +243,6 @@ export class RoutingService {
       this.#log.warn({ err: (err as Error).message }, 'counter flush failed; counts kept for the next flush');
       return 0;
     }
-  }
-
-  /**
-   * Every cached flow read again in the background, because invalidation notices may have been
-   * missed (the listening connection was lost and is back): at once when no such reload is under
-   * way, else once more after it, whatever the number of reconnections meanwhile (a flapping link
-   * must not pile full reloads onto a database that has just come back); none once stopped.
-   */
-  #reloadSoon(): void {
-    if (this.#stopped) return;
-    if (this.#reloading) {
-      this.#reloadAgain = true;
-      return;
-    }
-    this.#reloading = true;
-    this.cache
-      .reloadAll()
-      .catch((err: unknown) => {
-        if (!this.#stopped)
-          this.#log.warn(
-            { err: (err as Error).message },
-            'reloading the routing cache failed; it is reloaded again by its task',
-          );
-      })
-      .finally(() => {
-        this.#reloading = false;
-        if (this.#reloadAgain) {
-          this.#reloadAgain = false;
-          this.#reloadSoon();
-        }
-      });
-  }
-
-  /**
-   * The totals read again in the background: at once when none is under way, else once more after
-   * it, and never two within {@link REFRESH_GAP_MS}. However many writes, notices and timer ticks
-   * ask, and however slow the database, at most one read is queued (beside the counter flushes,
-   * which share the queue) and a node reads at most four times a second.
-   */
-  #refreshSoon(): void {
-    if (this.#stopped) return;
-    if (this.#refreshing) {
-      this.#refreshAgain = true;
-      return;
-    }
-    this.#refreshing = true;
-    void this.refreshAggregates().finally(() => {
-      const gap = setTimeout(() => {
-        this.#refreshing = false;
-        if (this.#refreshAgain) {
-          this.#refreshAgain = false;
-          this.#refreshSoon();
-        }
-      }, REFRESH_GAP_MS);
-      gap.unref();
-    });
   }
 
   /** Reads the totals now (queued behind a flush under way); the background asks {@link #refreshSoon}. */
@@ -514,6 +481,36 @@ export class RoutingService {
  * What a compiled flow is made of: the fields routing reads, not versions, so that a row changed
  * by any writer (a script, a restore) is recompiled too. Counters and target checks are not in it.
  */
+/**
+ * Background work many may ask for at once, run one at a time: at once when idle, else once more
+ * after the run under way however many asked meanwhile, the next never sooner than `gapMs` after
+ * the last ended; nothing once `stopped()`. `run` handles its own failures.
+ */
+function coalesced(run: () => Promise<unknown>, gapMs: number, stopped: () => boolean): () => void {
+  let busy = false;
+  let again = false;
+  const ask = () => {
+    if (stopped()) return;
+    if (busy) {
+      again = true;
+      return;
+    }
+    busy = true;
+    void run().finally(() => {
+      const next = () => {
+        busy = false;
+        if (again) {
+          again = false;
+          ask();
+        }
+      };
+      if (gapMs <= 0) next();
+      else setTimeout(next, gapMs).unref();
+    });
+  };
+  return ask;
+}
+
 function sourceOf(flow: FlowRecord, streams: readonly StreamRecord[]): string {
   let out = `${flow.slug}\n${flow.status}\n${flow.rotation}\n${flow.forward_query}\n${flow.bot_action}\n${flow.timezone}\n${flow.cost_per_click}`;
   for (const s of streams) {
