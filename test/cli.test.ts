@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
-import { CLI, runCli, startCli } from './helpers/cli.ts';
+import { runCli, spawnCli, startCli } from './helpers/cli.ts';
 import { until } from './helpers/until.ts';
 
 describe('sluice CLI', () => {
@@ -258,33 +258,22 @@ describe('sluice CLI', () => {
     });
 
     test('start waits for it, and a SIGTERM meanwhile stops it with exit 0', async () => {
-      const child = spawn(process.execPath, [CLI, 'start', '--config-dir', pgDir, '--mode', 'wait'], {
+      const { child, stdout, stderr, exited } = spawnCli(['start', '--config-dir', pgDir, '--mode', 'wait'], {
         cwd: pgDir,
-        env: { PATH: process.env.PATH },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      const exited = new Promise<number | null>((done) => child.on('close', done));
-      let out = '';
-      let err = '';
-      child.stdout.on('data', (d) => {
-        out += d;
-      });
-      child.stderr.on('data', (d) => {
-        err += d;
       });
       try {
         await until(
           'a refusal logged while waiting',
-          () => out.includes('database unreachable at start; trying again'),
+          () => stdout().includes('database unreachable at start; trying again'),
           60_000,
         );
-        assert.match(out, /ECONNREFUSED/);
+        assert.match(stdout(), /ECONNREFUSED/);
         child.kill('SIGTERM');
-        assert.equal(await exited, 0, err);
-        assert.match(err, /^sluice: stopped while waiting for the database/);
+        assert.equal(await exited, 0, stderr());
+        assert.match(stderr(), /^sluice: stopped while waiting for the database/);
         // A stop asked for is no failure: no error record for an alert to fire on.
-        assert.doesNotMatch(out, /"level":"error"/);
-        assert.match(out, /"message":"sluice start abandoned: stopped"/);
+        assert.doesNotMatch(stdout(), /"level":"error"/);
+        assert.match(stdout(), /"message":"sluice start abandoned: stopped"/);
       } finally {
         child.kill('SIGKILL');
       }

@@ -42,15 +42,44 @@ export function runCli(
 }
 
 /** A running `sluice start` process. */
-export interface CliNode {
-  child: ChildProcess;
+export interface CliNode extends CliProcess {
   /** The URL from its `sluice started` log record. */
   url: string;
-  /** What it has printed on stdout so far. */
+}
+
+/** A `sluice` process as it runs: what it has printed so far, and its exit. */
+export interface CliProcess {
+  child: ChildProcess;
   stdout(): string;
-  /** What it has printed on stderr so far (also passed through to this process's stderr). */
   stderr(): string;
   exited: Promise<number | null>;
+}
+
+/**
+ * Spawns `sluice <args>` with only PATH and the given variables in its environment, collecting
+ * what it prints as it runs (for a test that watches a process before it exits). `echoStderr`
+ * passes its stderr through to this process's.
+ */
+export function spawnCli(
+  args: string[],
+  opts: { cwd: string; env?: NodeJS.ProcessEnv; echoStderr?: boolean },
+): CliProcess {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    cwd: opts.cwd,
+    env: { PATH: process.env.PATH, ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<number | null>((done) => child.on('close', done));
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d) => {
+    out += d;
+  });
+  child.stderr!.on('data', (d) => {
+    err += d;
+    if (opts.echoStderr) process.stderr.write(d);
+  });
+  return { child, stdout: () => out, stderr: () => err, exited };
 }
 
 /**
@@ -62,26 +91,15 @@ export function startCli(
   args: string[],
   opts: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number },
 ): Promise<CliNode> {
-  const child = spawn(process.execPath, [CLI, 'start', ...args], {
-    cwd: opts.cwd,
-    env: { PATH: process.env.PATH, ...opts.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const exited = new Promise<number | null>((done) => child.on('close', done));
-  let out = '';
-  let err = '';
-  child.stderr!.on('data', (d) => {
-    err += d;
-    process.stderr.write(d);
-  });
+  const p = spawnCli(['start', ...args], { ...opts, echoStderr: true });
   return new Promise((started, failed) => {
     const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      failed(new Error(`sluice start did not log "sluice started": ${out}`));
+      p.child.kill('SIGKILL');
+      failed(new Error(`sluice start did not log "sluice started": ${p.stdout()}`));
     }, opts.timeoutMs ?? START_LIMIT_MS);
     let scanned = 0;
-    child.stdout!.on('data', (d) => {
-      out += d;
+    p.child.stdout!.on('data', () => {
+      const out = p.stdout();
       for (let nl = out.indexOf('\n', scanned); nl !== -1; nl = out.indexOf('\n', scanned)) {
         const line = out.slice(scanned, nl);
         scanned = nl + 1;
@@ -89,13 +107,13 @@ export function startCli(
         const record = JSON.parse(line) as { message?: unknown; url?: unknown };
         if (record.message === 'sluice started' && typeof record.url === 'string') {
           clearTimeout(timer);
-          started({ child, url: record.url, stdout: () => out, stderr: () => err, exited });
+          started({ ...p, url: record.url });
         }
       }
     });
-    exited.then((code) => {
+    p.exited.then((code) => {
       clearTimeout(timer);
-      failed(new Error(`sluice start exited with ${code} before it started: ${out}`));
+      failed(new Error(`sluice start exited with ${code} before it started: ${p.stdout()}`));
     });
   });
 }
