@@ -14,7 +14,13 @@ import { formatReport, runDoctor } from './doctor/index.ts';
 import { ApiError } from './errors/index.ts';
 import { startNode } from './main.ts';
 import { seedDemo } from './routing/index.ts';
-import { migrateWhenReachable, openStorage, StartAbandoned, type Storage } from './storage/index.ts';
+import {
+  migrateWhenReachable,
+  openStorage,
+  SchemaTooNew,
+  StartAbandoned,
+  type Storage,
+} from './storage/index.ts';
 import { systemClock } from './time/index.ts';
 
 /** A repeated stop signal within this long of the first is an echo (group + npm's forward). */
@@ -353,6 +359,9 @@ main(process.argv.slice(2)).then(
     } else if (err instanceof UsageError) {
       process.stderr.write(`sluice: ${err.message}\n\n${USAGE}`);
       process.exitCode = EXIT_USAGE;
+    } else if (err instanceof SchemaTooNew) {
+      process.stderr.write(`sluice: ${err.message}\n`);
+      process.exitCode = 1;
     } else if (err instanceof ApiError && err.code === 'db.unavailable') {
       // Its message names the cause (the address that refused); a stack would bury it.
       process.stderr.write(`sluice: ${err.message}\n`);

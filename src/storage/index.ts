@@ -30,6 +30,7 @@ export {
   type ReportStore,
   ROLLUP_COLUMNS,
 } from './reports.ts';
+export { SchemaTooNew } from './sql-storage.ts';
 export { openSqlite, type SqliteOptions } from './sqlite.ts';
 export { migrateWhenReachable, StartAbandoned } from './start-wait.ts';
 export {

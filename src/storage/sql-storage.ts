@@ -49,6 +49,21 @@ export interface Backend {
 }
 
 /** Storage written once over {@link SqlExecutor}; SQLite and PostgreSQL differ only in their Backend. */
+const KNOWN_VERSIONS: ReadonlySet<number> = new Set(MIGRATIONS.map((m) => m.version));
+
+/** The database was migrated by a newer Sluice than this one: it must not be written by this one. */
+export class SchemaTooNew extends Error {
+  override name = 'SchemaTooNew';
+  /** The migrations applied to the database that this version does not have (`version name`). */
+  readonly unknown: readonly string[];
+  constructor(unknown: readonly string[]) {
+    super(
+      `the database was migrated by a newer Sluice (migrations this version does not know: ${unknown.join(', ')}); run that version or a later one, or restore a backup taken before the upgrade`,
+    );
+    this.unknown = unknown;
+  }
+}
+
 export class SqlStorage implements Storage {
   readonly driver: StorageDriver;
   readonly operators: OperatorStore;
@@ -87,11 +102,15 @@ export class SqlStorage implements Storage {
       await tx.script(
         'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
       );
-      const applied = new Set(
-        (await tx.all<{ version: unknown }>('SELECT version FROM schema_migrations')).map((r) =>
-          toNum(r.version),
-        ),
+      const rows = await tx.all<{ version: unknown; name: unknown }>(
+        'SELECT version, name FROM schema_migrations ORDER BY version',
       );
+      const applied = new Set(rows.map((r) => toNum(r.version)));
+      // A newer Sluice migrated this database: this version would write it without what the newer
+      // one keeps in step (a deleted flow's currency, say), silently. Refused before anything runs.
+      const unknown = rows.filter((r) => !KNOWN_VERSIONS.has(toNum(r.version)));
+      if (unknown.length > 0)
+        throw new SchemaTooNew(unknown.map((r) => `${toNum(r.version)} ${String(r.name)}`));
       for (const m of MIGRATIONS) {
         if (applied.has(m.version)) continue;
         await tx.script(m[dialect]);

@@ -1,9 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
-import { type FlowRecord, newBatchId, type Storage, type StreamRecord } from '../../src/storage/index.ts';
+import {
+  type FlowRecord,
+  newBatchId,
+  SchemaTooNew,
+  type Storage,
+  type StreamRecord,
+} from '../../src/storage/index.ts';
 import { flowInput, streamInput } from '../helpers/records.ts';
-import { BACKENDS } from './backends.ts';
+import { BACKENDS, type Opened } from './backends.ts';
 
 const stream = streamInput;
 
@@ -15,9 +21,11 @@ for (const backend of BACKENDS) {
     let storage: Storage;
     let cleanup: () => Promise<void>;
     let reopen: () => Storage;
+    let opened: Opened;
     before(async () => {
       if (!available) return;
-      ({ storage, cleanup, reopen } = await backend.open());
+      opened = await backend.open();
+      ({ storage, cleanup, reopen } = opened);
     });
     after(async () => {
       if (available) await cleanup();
@@ -34,6 +42,26 @@ for (const backend of BACKENDS) {
       else await other.migrate();
       await other.close();
       await storage.ping();
+    });
+
+    it('a database a newer Sluice migrated is refused before anything is written', async () => {
+      const { sql } = opened;
+      await sql().run('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)', [
+        9999,
+        'from_the_future',
+        new Date().toISOString(),
+      ]);
+      try {
+        await assert.rejects(
+          storage.migrate(),
+          (err: unknown) =>
+            err instanceof SchemaTooNew &&
+            err.message.includes('migrations this version does not know: 9999 from_the_future'),
+        );
+      } finally {
+        await sql().run('DELETE FROM schema_migrations WHERE version = ?', [9999]);
+      }
+      await storage.migrate();
     });
 
     it('flows: create, read by id and slug, update with version, stale update conflicts', async () => {
