@@ -41,7 +41,7 @@ import {
 import { HttpClient } from './http-client/index.ts';
 import { RoutingService, registerGoRoute, simulate } from './routing/index.ts';
 import { migrateWhenReachable, openStorage, StartAbandoned, type Storage } from './storage/index.ts';
-import { CLICK_WAIT_MAX_MS, clickWritePeriodMs, DEFAULT_SCOPE, taskRunner } from './tasks/index.ts';
+import { clickWrites, DEFAULT_SCOPE, taskRunner } from './tasks/index.ts';
 import { createLogger, type Logger, Telemetry } from './telemetry/index.ts';
 import { type Clock, systemClock } from './time/index.ts';
 
@@ -135,6 +135,8 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     ...(opts.logDestination ? { destination: opts.logDestination } : {}),
   });
 
+  // A country database that cannot be read is a configuration error: said before anything starts.
+  const geo = loadGeoCountry(config.routing);
   const storage = openStorage(config, clock, cwd, logger, { node: true });
   const startedAt = new Date(clock.now()).toISOString();
   const heartbeat = new NodeHeartbeat({
@@ -243,13 +245,13 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       if (!isLeader) scheduler.abortLeaderRuns();
     });
     // With a clicks.flush task the scheduler writes the click log; without one, its own timer.
-    const clickWrites = clickWritePeriodMs(config.cron.tasks, config.clicks.flush_interval_ms, clock.now());
+    const writes = clickWrites(config.cron.tasks, config.clicks.flush_interval_ms);
     const clickLog = new ClickLog({
       store: storage.clicks,
       logger,
       serverId,
       bufferMax: config.clicks.buffer_max,
-      flushIntervalMs: clickWrites.timerMs,
+      flushIntervalMs: writes.timerMs,
       clock,
       telemetry,
     });
@@ -311,7 +313,6 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     await uniquenessExchange.start();
     lifecycle.defer(() => uniquenessExchange.stop());
 
-    const geo = loadGeoCountry(config.routing);
     const app = createServer({ config, logger, telemetry, serverId, geo });
     const graceMs = config.app.server.shutdown_timeout_ms;
     // The server drains while running tasks get the same grace period.
@@ -412,7 +413,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       previousKeySha256: config.postback.previous_key_sha256,
       // Its own count: a network still sending an old key must not lock operators out of the ACP.
       limiter: new AuthLimiter(authLimits),
-      recentClickWaitMs: Math.min(clickWrites.periodMs, CLICK_WAIT_MAX_MS) + 1000,
+      recentClickWaitMs: writes.waitMs,
       clock,
     });
 

@@ -300,6 +300,9 @@ function checkSemantics(c: Config, sourceOf: (key: string) => string, isSet: (ke
         if (task[key] !== undefined)
           fail(`cron.tasks.${name}.${key}`, `unknown key for kind ${task.kind}; only http.probe takes it`);
     }
+    if (task.kind === 'clicks.flush' && task.execution_scope === 'leader')
+      // Each node writes its own buffer: on the leader alone, the others would never write theirs.
+      fail(`cron.tasks.${name}.execution_scope`, 'clicks.flush runs on every node; expected all (or none)');
     if (task.kind === 'http.probe') {
       if (task.url && !/^https?:\/\/[^/]/.test(task.url))
         fail(`cron.tasks.${name}.url`, 'expected an http(s) URL');

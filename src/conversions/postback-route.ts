@@ -26,8 +26,9 @@ export interface PostbackRouteOptions {
   limiter?: AuthLimiter | undefined;
   /**
    * How long after a click was made (the time in its id) a postback for it that finds no click
-   * waits for one: another node took it and holds it until its click log's flush
-   * (`clicks.flush_interval_ms` + 1 s, as the contract gives reports). 0: answer 404 at once.
+   * waits for one: another node took it and holds it until its click log is written (a second
+   * more than that may take: `clicks.flush_interval_ms`, or a `clicks.flush` task's bound; see
+   * tasks/clickWrites). 0: answer 404 at once.
    */
   recentClickWaitMs?: number;
   clock?: Clock;

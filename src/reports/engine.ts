@@ -204,12 +204,6 @@ export async function reportCurrencies(storage: Storage, q: ReportQuery): Promis
   return storage.reports.currencies({ ...spec, filter });
 }
 
-/**
- * The report engine (§15): validates the query, has storage sum the click log and the conversions
- * by UTC buckets and the asked columns, folds buckets into the report zone's days or hours, names
- * flows and streams, adds the formulas, sorts and cuts. Clicks count at their time, conversions at
- * the postback's arrival (§12), each with the dimensions of its click.
- */
 /** What a report needs to know of the click log beside the query: how far back it holds clicks. */
 export interface ClickLogReach {
   /** `clicks.retention_days`. */
@@ -218,9 +212,16 @@ export interface ClickLogReach {
   now: number;
 }
 
+/**
+ * The report engine (§15): validates the query, has storage sum the click log and the conversions
+ * by UTC buckets and the asked columns, folds buckets into the report zone's days or hours, names
+ * flows and streams, adds the formulas, sorts and cuts. Clicks count at their time, conversions at
+ * the postback's arrival (§12), each with the dimensions of its click.
+ */
 export async function runReport(storage: Storage, q: ReportQuery, reach?: ClickLogReach): Promise<Report> {
-  const { spec, tz, groupBy, dims, timeDim, bucketSeconds, source } = planReport(q);
-  if (source === 'clicks' && reach !== undefined) withinClickLog(q, spec, reach);
+  const plan = planReport(q);
+  const { tz, groupBy, dims, timeDim, bucketSeconds, source } = plan;
+  const spec = source === 'clicks' && reach !== undefined ? withinClickLog(q, plan.spec, reach) : plan.spec;
   // Money in several currencies is never added up: such a report still counts clicks and
   // conversions, with every money figure null, and names the currencies (filter.currency narrows
   // it to one). Refusing it instead answered nothing at all to a question the contract allows.
@@ -315,11 +316,16 @@ async function nameFlowsAndStreams(storage: Storage, dims: Dimension[], values: 
 /**
  * A report read from the click log cannot reach back past `clicks.retention_days`: the clicks are
  * deleted there while their conversions stay, so such a report would show revenue with no clicks
- * and no cost. Refused, saying why this report needs the click log and what reaches further back.
+ * and no cost. A `from` up to a day older than the cutoff (a "last 30 days" from a local midnight
+ * across a change of clocks, a browser's clock a little behind) is moved to the cutoff, which the
+ * answer's `from` then says; an older one is refused, saying why this report needs the click log
+ * and what reaches further back.
  */
-function withinClickLog(q: ReportQuery, spec: ReportSpec, reach: ClickLogReach): void {
+function withinClickLog(q: ReportQuery, spec: ReportSpec, reach: ClickLogReach): ReportSpec {
   const cutoff = reach.now - reach.retentionDays * 86_400_000;
-  if (Date.parse(spec.from) >= cutoff) return;
+  const from = Date.parse(spec.from);
+  if (from >= cutoff) return spec;
+  if (from >= cutoff - 86_400_000) return { ...spec, from: new Date(cutoff).toISOString() };
   const why =
     q.source === 'clicks'
       ? 'source: clicks'

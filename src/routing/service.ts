@@ -478,10 +478,6 @@ export class RoutingService {
 }
 
 /**
- * What a compiled flow is made of: the fields routing reads, not versions, so that a row changed
- * by any writer (a script, a restore) is recompiled too. Counters and target checks are not in it.
- */
-/**
  * Background work many may ask for at once, run one at a time: at once when idle, else once more
  * after the run under way however many asked meanwhile, the next never sooner than `gapMs` after
  * the last ended; nothing once `stopped()`. `run` handles its own failures.
@@ -511,6 +507,10 @@ function coalesced(run: () => Promise<unknown>, gapMs: number, stopped: () => bo
   return ask;
 }
 
+/**
+ * What a compiled flow is made of: the fields routing reads, not versions, so that a row changed
+ * by any writer (a script, a restore) is recompiled too. Counters and target checks are not in it.
+ */
 function sourceOf(flow: FlowRecord, streams: readonly StreamRecord[]): string {
   let out = `${flow.slug}\n${flow.status}\n${flow.rotation}\n${flow.forward_query}\n${flow.bot_action}\n${flow.timezone}\n${flow.cost_per_click}`;
   for (const s of streams) {

@@ -48,7 +48,6 @@ export interface Backend {
   checkpoints?(): NonNullable<DbSection['checkpoints']>;
 }
 
-/** Storage written once over {@link SqlExecutor}; SQLite and PostgreSQL differ only in their Backend. */
 const KNOWN_VERSIONS: ReadonlySet<number> = new Set(MIGRATIONS.map((m) => m.version));
 
 /** The database was migrated by a newer Sluice than this one: it must not be written by this one. */
@@ -64,6 +63,7 @@ export class SchemaTooNew extends Error {
   }
 }
 
+/** Storage written once over {@link SqlExecutor}; SQLite and PostgreSQL differ only in their Backend. */
 export class SqlStorage implements Storage {
   readonly driver: StorageDriver;
   readonly operators: OperatorStore;

@@ -1,6 +1,6 @@
 import type { ClickLog } from '../clicks/index.ts';
 import type { CronTaskConfig } from '../config/index.ts';
-import { Schedule, type TaskContext } from '../cron/index.ts';
+import type { TaskContext } from '../cron/index.ts';
 
 /**
  * `clicks.flush` (§11, optional): writes the click log's buffer as a task, so its runs, failures and
@@ -16,29 +16,26 @@ export function clicksFlush(log: Pick<ClickLog, 'persist'>): (ctx: TaskContext) 
   };
 }
 
-/** How long a postback on another node may be held for its click at most, whatever the schedule. */
-export const CLICK_WAIT_MAX_MS = 30_000;
+/**
+ * How long a postback on another node waits for its click when a `clicks.flush` task writes the
+ * click log: the task's schedule, not a timer, then says how late a click may be written, and a
+ * schedule's gaps cannot be known for sure from its next runs ("every second, but only at 00:xx"),
+ * so the wait is this bound. The wait ends as soon as the click is found.
+ */
+export const CLICK_WAIT_WITH_TASK_MS = 30_000;
 
 /**
- * How late a click may reach the database on this node: `clicks.flush_interval_ms` from the click
- * log's own timer, or, when an enabled `clicks.flush` task has taken that over, the longest gap
- * between its next runs (its schedule may be uneven). A postback that reaches another node waits
- * this long (and a second) for its click, at most {@link CLICK_WAIT_MAX_MS}.
+ * How the click log is written on this node: by its own timer every `clicks.flush_interval_ms`,
+ * or, when an enabled `clicks.flush` task has taken that over, by the task (`timerMs` 0). `waitMs`
+ * is how long a postback that reaches another node waits for its click, a second more than a
+ * click may take to be written.
  */
-export function clickWritePeriodMs(
+export function clickWrites(
   tasks: Readonly<Record<string, CronTaskConfig>>,
   flushIntervalMs: number,
-  now: number,
-): { timerMs: number; periodMs: number } {
-  const flushes = Object.values(tasks).filter((t) => t.kind === 'clicks.flush' && t.enabled);
-  if (flushes.length === 0) return { timerMs: flushIntervalMs, periodMs: flushIntervalMs };
-  let periodMs = 0;
-  for (const t of flushes) {
-    // Several flush tasks write in turn: the shortest schedule bounds the lateness.
-    const runs = new Schedule(t.schedule).nextRuns(64, now);
-    let gap = 0;
-    for (let i = 1; i < runs.length; i++) gap = Math.max(gap, runs[i]! - runs[i - 1]!);
-    periodMs = periodMs === 0 ? gap : Math.min(periodMs, gap);
-  }
-  return { timerMs: 0, periodMs };
+): { timerMs: number; waitMs: number } {
+  const byTask = Object.values(tasks).some((t) => t.kind === 'clicks.flush' && t.enabled);
+  return byTask
+    ? { timerMs: 0, waitMs: CLICK_WAIT_WITH_TASK_MS + 1000 }
+    : { timerMs: flushIntervalMs, waitMs: flushIntervalMs + 1000 };
 }

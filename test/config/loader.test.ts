@@ -181,6 +181,15 @@ describe('configuration loader', () => {
       /cron\.tasks\.p\.url .*required/,
     ],
     [
+      'a clicks.flush task on the leader only (the other nodes would never write their clicks)',
+      {
+        'config.m.yml':
+          "cron:\n  tasks:\n    w:\n      kind: clicks.flush\n      schedule: '* * * * * *'\n      execution_scope: leader\n",
+      },
+      {},
+      /cron\.tasks\.w\.execution_scope .*clicks\.flush runs on every node/,
+    ],
+    [
       'a probe option on another kind (it would be ignored)',
       {
         'config.m.yml':

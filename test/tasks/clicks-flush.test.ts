@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { CronTaskConfig } from '../../src/config/index.ts';
 import type { FlowRecord } from '../../src/storage/index.ts';
-import { CLICK_WAIT_MAX_MS, clickWritePeriodMs, DEFAULT_SCOPE } from '../../src/tasks/index.ts';
+import { CLICK_WAIT_WITH_TASK_MS, clickWrites, DEFAULT_SCOPE } from '../../src/tasks/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
 const CHROME =
@@ -12,30 +12,19 @@ test('clicks.flush runs on every node by default (each node writes its own buffe
   assert.equal(DEFAULT_SCOPE['clicks.flush'], 'all');
 });
 
-describe('how late a click may be written, for postbacks on other nodes to wait by', () => {
+describe('how the click log is written, and how long postbacks on other nodes wait for a click', () => {
   const task = (schedule: string, enabled = true) =>
     ({ kind: 'clicks.flush', schedule, enabled, timeout_ms: 30_000 }) as CronTaskConfig;
-  const at = Date.UTC(2026, 10, 27, 12, 0, 0);
-  test('the click log timer without a clicks.flush task (or with a disabled one)', () => {
-    assert.deepEqual(clickWritePeriodMs({}, 1000, at), { timerMs: 1000, periodMs: 1000 });
-    assert.deepEqual(clickWritePeriodMs({ w: task('*/5 * * * * *', false) }, 1000, at), {
-      timerMs: 1000,
-      periodMs: 1000,
-    });
+  test('by its own timer without an enabled clicks.flush task: a second more than its interval', () => {
+    assert.deepEqual(clickWrites({}, 60_000), { timerMs: 60_000, waitMs: 61_000 });
+    assert.deepEqual(clickWrites({ w: task('*/5 * * * * *', false) }, 1000), { timerMs: 1000, waitMs: 2000 });
   });
-  test("an enabled task's longest gap, its timer off; several tasks write in turn", () => {
-    assert.deepEqual(clickWritePeriodMs({ w: task('*/5 * * * * *') }, 1000, at), {
-      timerMs: 0,
-      periodMs: 5000,
-    });
-    // Uneven: at 0 and 10 s of each minute, so 50 s apart at most.
-    assert.equal(clickWritePeriodMs({ w: task('0,10 * * * * *') }, 1000, at).periodMs, 50_000);
-    assert.equal(
-      clickWritePeriodMs({ w: task('*/5 * * * * *'), v: task('*/2 * * * * *') }, 1000, at).periodMs,
-      2000,
-    );
-    // A schedule that hardly ever comes still bounds nothing the postbacks could wait for.
-    assert.ok(clickWritePeriodMs({ w: task('0 0 1 1 *') }, 1000, at).periodMs > CLICK_WAIT_MAX_MS);
+  test("by the task otherwise, its timer off: the wait is a fixed bound, whatever the schedule's gaps", () => {
+    for (const schedule of ['*/5 * * * * *', '* * 0 * * *', '0 0 31 4 *'])
+      assert.deepEqual(clickWrites({ w: task(schedule) }, 1000), {
+        timerMs: 0,
+        waitMs: CLICK_WAIT_WITH_TASK_MS + 1000,
+      });
   });
 });
 
