@@ -52,7 +52,9 @@ export class PostgresElection implements LeaderElection {
   }
 
   leaderId(): string | undefined {
-    return this.isLeader() ? this.#o.serverId : this.#leaderId;
+    if (this.isLeader()) return this.#o.serverId;
+    // Its own lease ran out without a renewal: who leads now is not known here.
+    return this.#leaderId === this.#o.serverId ? undefined : this.#leaderId;
   }
 
   async currentLeader(): Promise<string | undefined> {
@@ -102,7 +104,11 @@ export class PostgresElection implements LeaderElection {
       }
     } catch (err) {
       logger.warn({ err: (err as Error).message }, 'leader lease renewal failed');
-      if (!this.isLeader()) this.#set(false, 'lease could not be renewed');
+      if (!this.isLeader()) {
+        // The lease cannot be read: the leader last seen may be gone; say so rather than name it.
+        this.#leaderId = undefined;
+        this.#set(false, 'lease could not be renewed');
+      }
     }
     await this.#o.heartbeat?.beat(this.isLeader());
   }

@@ -199,7 +199,11 @@ describe('leader election on PostgreSQL', { skip }, () => {
       // isLeader() is arithmetic on the monotonic clock (no timer has to fire), so the limit holds
       // by design: the lease is believed only until 2.7 s after the last renewal began.
       await until('a to step down', () => !a.isLeader(), ttl + 500);
+      // Cut off, it cannot tell who leads: never itself (the procedures would find the leader
+      // tasks covered by a node that runs none).
+      assert.equal(a.leaderId(), undefined);
       await until('b to take over', () => b.isLeader(), 10_000);
+      assert.equal(a.leaderId(), undefined);
       assert.ok(steppedDownAt > 0 && tookOverAt > 0);
       assert.ok(steppedDownAt <= tookOverAt, 'no moment with two leaders');
     } finally {

@@ -4,7 +4,7 @@ import type { Browser, Page } from 'playwright-core';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { browserMissing, launchBrowser, overflowOf, screenshot, watchConsole } from '../helpers/browser.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
-import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
+import { dropSchema, pgAvailable, pgBehindProxy, testSchema } from '../helpers/postgres.ts';
 
 const skip = browserMissing();
 const skipPg = !(await pgAvailable()) && 'PostgreSQL unavailable';
@@ -289,6 +289,114 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       }
     } finally {
       if (!closed) await node.close();
+    }
+  });
+
+  test("a burst of more clicks than a page keeps the server's count as the list polls", async () => {
+    const node = await startTestNode();
+    try {
+      const token = await node.token('admin', 'lee');
+      const flowRes = await node.acp('/acp/traffic-flows/create', token, { slug: 'burst', name: 'Burst' });
+      const burst = (await flowRes.json()) as FlowRecord;
+      await node.acp('/acp/streams/create', token, {
+        flow_id: burst.id,
+        name: 'all',
+        type: 'default',
+        target_url: 'https://x.test/',
+      });
+      // 60 clicks within a minute: ten more than the first page shows.
+      for (let i = 0; i < 60; i++) {
+        const res = await fetch(`${node.url}/go/burst`, {
+          redirect: 'manual',
+          headers: { 'user-agent': IPHONE },
+        });
+        assert.equal(res.status, 302);
+      }
+      await node.node.clickLog.persist();
+      const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
+      await page.goto(`${node.url}/acp/#/clicks`);
+      await page.fill('#token', token);
+      await page.click('form[aria-label="Sign in"] button[type=submit]');
+      await page.waitForSelector('[data-testid=updated]');
+      // Two polls after the first page: each merges the last minute's clicks in. They were counted
+      // already (the first poll made it "60 shown of 70" before).
+      for (let poll = 0; poll < 2; poll++) {
+        const updated = await page.textContent('[data-testid=updated]');
+        await page.waitForFunction(
+          ([sel, was]) =>
+            (
+              globalThis as unknown as {
+                document: { querySelector(s: string): { textContent: string } | null };
+              }
+            ).document.querySelector(sel as string)?.textContent !== was,
+          ['[data-testid=updated]', updated] as const,
+          { timeout: 15_000 },
+        );
+      }
+      assert.match((await page.textContent('p.live')) ?? '', /shown of 60 clicks/);
+      await page.close();
+    } finally {
+      await node.close();
+    }
+  });
+
+  test('with the database down, what cannot be read again is marked as it was, and names come back after', {
+    skip: skipPg,
+  }, async () => {
+    const { proxy, url } = await pgBehindProxy();
+    const schema = testSchema();
+    const node = await startTestNode({
+      yaml: `storage:\n  driver: postgres\n  postgres:\n    url: ${url}\n    schema: ${schema}\n    query_timeout_ms: 2000\n`,
+    });
+    try {
+      const token = await node.token('admin', 'ops');
+      const flowRes = await node.acp('/acp/traffic-flows/create', token, { slug: 'outage', name: 'Outage' });
+      const made = (await flowRes.json()) as FlowRecord;
+      await node.acp('/acp/streams/create', token, {
+        flow_id: made.id,
+        name: 'all',
+        type: 'default',
+        target_url: 'https://x.test/',
+      });
+      const res = await fetch(`${node.url}/go/outage`, {
+        redirect: 'manual',
+        headers: { 'user-agent': IPHONE },
+      });
+      assert.equal(res.status, 302);
+      await node.node.clickLog.persist();
+      const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
+      await page.goto(`${node.url}/acp/`);
+      await page.fill('#token', token);
+      await page.click('form[aria-label="Sign in"] button[type=submit]');
+      await page.waitForSelector('section[aria-label="Cluster nodes"]');
+      assert.equal(await page.locator('section[aria-label="Cluster nodes"] [data-testid=as-of]').count(), 0);
+      await proxy.down();
+      // The node list comes from the database: the last one stays, said to be not current.
+      await page.waitForSelector('section[aria-label="Cluster nodes"] [data-testid=as-of]', {
+        timeout: 20_000,
+      });
+      // A page opened now cannot read the flows' names; they come once the database is back.
+      await page.click('nav a[href="#/clicks"]');
+      await page.waitForTimeout(1000);
+      await proxy.up();
+      await page.waitForSelector('table[aria-label=Clicks] td[data-label=Flow]:text-is("outage")', {
+        timeout: 30_000,
+      });
+      await page.click('nav a[href="#/overview"]');
+      await page.waitForSelector('section[aria-label="Cluster nodes"]');
+      await page.waitForFunction(
+        (sel) =>
+          (
+            globalThis as unknown as { document: { querySelector(s: string): unknown } }
+          ).document.querySelector(sel) === null,
+        'section[aria-label="Cluster nodes"] [data-testid=as-of]',
+        { timeout: 20_000 },
+      );
+      await page.close();
+    } finally {
+      await node.close();
+      await proxy.down();
+      await dropSchema(schema);
     }
   });
 

@@ -106,6 +106,8 @@ function useMetrics(active) {
           setState((s) => ({
             metrics,
             cluster: cluster ?? s.cluster,
+            // When the node list was last read: behind `at` while the database is down.
+            clusterAt: cluster ? now : s.clusterAt,
             error: null,
             at: now,
             staleSince: null,

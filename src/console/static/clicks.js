@@ -51,18 +51,20 @@ function useLiveLog(path, filter, idOf) {
       if (!newest) return first();
       const since = new Date(Date.parse(newest.created_at) - LIVE_OVERLAP_MS).toISOString();
       const from = filter.from && filter.from > since ? filter.from : since;
-      const fresh = await acp(path, { filter: { ...filter, from }, limit: LIVE_MAX });
+      // The total is the server's: rows the first page did not show, merged in below, are in it
+      // already (counting them as new made a burst read 260 of 250).
+      const [fresh, count] = await Promise.all([
+        acp(path, { filter: { ...filter, from }, limit: LIVE_MAX }),
+        acp(path, { filter, limit: 1 }),
+      ]);
       if (fresh.next_cursor) return first();
       const byId = new Map(shown.items.map((r) => [idOf(r), r]));
-      let added = 0;
-      for (const r of fresh.items) {
-        if (!byId.has(idOf(r))) added++;
-        byId.set(idOf(r), r);
-      }
+      for (const r of fresh.items) byId.set(idOf(r), r);
       shown = {
         ...shown,
         items: [...byId.values()].sort(newestFirst(idOf)),
-        total: shown.total + added,
+        total: count.total,
+        capped: count.total_capped,
       };
     };
     const run = async (load) => {
@@ -164,7 +166,7 @@ function toFilter(form) {
 
 function LiveLine({ log, noun }) {
   return html`<p class="live" aria-live="polite">
-    <span class="badge ok">live</span>
+    ${log.error ? html`<span class="badge warn" data-testid="not-live">not live</span>` : html`<span class="badge ok">live</span>`}
     <span data-testid="updated">updated ${fmt.time(log.updatedAt)}</span>
     <span class="muted">· ${fmt.n(log.items?.length ?? 0)} shown of ${fmt.n(log.total)}${log.capped ? '+' : ''} ${noun}</span>
   </p>`;

@@ -1,6 +1,6 @@
 import { html } from 'htm/preact';
 import { acp } from './api.js';
-import { ErrorLine, fmt, POLL_MS, SortTable, usePoll } from './ui.js';
+import { AsOf, ErrorLine, fmt, POLL_MS, SortTable, usePoll } from './ui.js';
 
 const sum = (controllers, pick) => Object.values(controllers ?? {}).reduce((n, e) => n + (pick(e) ?? 0), 0);
 
@@ -74,7 +74,11 @@ export function ClusterPage() {
       render: (n) =>
         html`<span class=${odd(n) ? 'bad-text' : ''} data-testid=${`build-${n.server_id}`}>${n.version ?? 'not set'} · <code>${n.commit}</code>${odd(n) ? ' (differs)' : ''}</span>`,
     },
-    { key: 'fetch', label: 'Figures', render: (n) => byId.get(n.server_id)?.error ?? (m(n) ? 'live' : '–') },
+    {
+      key: 'fetch',
+      label: 'Figures',
+      render: (n) => byId.get(n.server_id)?.error ?? (m(n) ? (figuresError ? 'not live' : 'live') : '–'),
+    },
   ];
   const differing = nodes.items.filter(odd);
   return html`<section aria-label="Cluster">
@@ -84,6 +88,7 @@ export function ClusterPage() {
     <p class=${`notice ${differing.length ? 'warn' : ''}`} data-testid="version-audit">Version audit (procedure 7):${' '}
       ${differing.length === 0 ? `every node runs the same build (${common ?? '?'})` : `${differing.map((n) => n.server_id).join(', ')} run${differing.length === 1 ? 's' : ''} a different build from the rest`}</p>
     <${ErrorLine} error=${nodesError ?? figuresError} />
+    ${nodesError || figuresError ? html`<${AsOf} at=${nodesAt} what="The cluster" />` : ''}
     <${SortTable} label="Cluster" columns=${columns} rows=${nodes.items} rowKey=${(n) => n.server_id} rowClass=${(n) => (n.alive ? '' : 'bad')} />
     ${nodes.items.length === 1 ? html`<p class="hint">One node. Nodes that share a PostgreSQL database appear here, each with its own figures.</p>` : ''}
   </section>`;

@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
-import { Card, fmt, Row, SortTable } from './ui.js';
+import { AsOf, Card, fmt, Row, SortTable } from './ui.js';
 
 const COLOURS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2'];
 
@@ -138,14 +138,14 @@ function series(history) {
  * The node registry (`/acp/cluster/nodes`): who leads (from the lease), who is alive, which build —
  * a node that stopped gracefully has left it, one that crashed shows as not alive.
  */
-function Nodes({ cluster, me }) {
+function Nodes({ cluster, at, current, serverId }) {
   if (!cluster?.items) return null;
   const columns = [
     {
       key: 'server_id',
       label: 'Node',
       sort: (n) => n.server_id,
-      render: (n) => html`<code>${n.server_id}</code>${n.server_id === me.server_id ? ' (this node)' : ''}`,
+      render: (n) => html`<code>${n.server_id}</code>${n.server_id === serverId ? ' (this node)' : ''}`,
     },
     {
       key: 'is_leader',
@@ -171,6 +171,7 @@ function Nodes({ cluster, me }) {
   ];
   return html`<section class="nodes" aria-label="Cluster nodes">
     <h3>Nodes (${cluster.leader_election} leader election)</h3>
+    ${current ? '' : html`<${AsOf} at=${at} what="The node list (it comes from the database)" />`}
     <${SortTable}
       label="Cluster nodes"
       columns=${columns}
@@ -231,7 +232,12 @@ export function OverviewPage({ me, live }) {
         }
       <//>
     </div>
-    <${Nodes} cluster=${live.cluster} me=${me} />
+    <${Nodes}
+      cluster=${live.cluster}
+      at=${live.clusterAt}
+      current=${live.clusterAt === live.at}
+      serverId=${live.metrics?.host?.server_id ?? me.server_id}
+    />
     <div class="charts">
       <${Chart} title="Requests per second, all routes" series=${['req/s']} data=${[xs, rate]} unit="" />
       <${Chart}

@@ -54,13 +54,17 @@ export function usePoll(fn, ms, deps = []) {
     let alive = true;
     let timer;
     const run = async () => {
+      let failed = false;
       try {
         const data = await fn();
         if (alive) setState({ data, error: null, at: Date.now() });
       } catch (error) {
+        failed = true;
         if (alive) setState((s) => ({ data: s.data, error, at: s.at }));
       }
-      if (alive && ms > 0) timer = setTimeout(run, ms);
+      // A one-off read (ms 0: names for a list) that failed is tried again, or a page opened while
+      // the database was down would show ids instead of names until reloaded.
+      if (alive && (ms > 0 || failed)) timer = setTimeout(run, ms > 0 ? ms : POLL_MS);
     };
     run();
     return () => {
@@ -186,3 +190,9 @@ export function SortTable({ columns, rows, initial, rowClass, rowKey, label, sor
 export const Card = ({ title, children }) =>
   html`<section class="card"><h3>${title}</h3><dl>${children}</dl></section>`;
 export const Row = ({ k, v }) => html`<dt>${k}</dt><dd>${v}</dd>`;
+
+/** What a poll could not read again, shown as it was, and said so (never as current). */
+export function AsOf({ at, what }) {
+  if (!at) return null;
+  return html`<p class="notice warn" data-testid="as-of" role="status">${what} could not be read again: as it was at ${fmt.time(new Date(at).toISOString())}, not current. Asking again every ${POLL_MS / 1000} s.</p>`;
+}
