@@ -184,6 +184,9 @@ export class RoutingCache {
         } catch (err) {
           this.#lastError = err;
           failure ??= err;
+          // The database cannot be reached: every chunk left would wait out its query timeout in
+          // turn (a hung network held a reload to its task's 30 s timeout). What is cached stays.
+          if (err instanceof ApiError && err.code === 'db.unavailable') break;
         }
         await slice.pause();
       }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { ApiError } from '../../src/errors/index.ts';
 import type { CompiledFlow } from '../../src/routing/compiled-flow.ts';
 import { compileFlow, RoutingCache } from '../../src/routing/index.ts';
 import { flowRecord, streamRecord } from '../helpers/records.ts';
@@ -19,6 +20,8 @@ function cacheOver(slugs: readonly string[], maxEntries = 100) {
     version: 1,
     asked: [] as string[][],
     fail: new Set<string>(),
+    /** Every chunk fails as an unreachable database does. */
+    down: false,
     /** When set, the next chunk waits for it (a test changes the cache meanwhile). */
     hold: undefined as Promise<void> | undefined,
   };
@@ -31,6 +34,7 @@ function cacheOver(slugs: readonly string[], maxEntries = 100) {
       const hold = db.hold;
       db.hold = undefined;
       await hold;
+      if (db.down) throw new ApiError('db.unavailable');
       if (part.some((s) => db.fail.has(s))) throw new Error('the database refused the chunk');
       const flows = new Map<string, CompiledFlow>();
       for (const slug of part) if (slugs.includes(slug)) flows.set(slug, flowOf(slug, db.version));
@@ -101,6 +105,20 @@ describe('routing cache: reloading every cached slug (cache.reload)', () => {
     await assert.rejects(cache.reloadAll(), /the database refused the chunk/);
     assert.equal(versionOf(cache, 's0'), 1, 'kept as it was');
     assert.equal(versionOf(cache, 's119'), 2, 'the later chunks were still reloaded');
+  });
+
+  test('a database that cannot be reached ends the reload at its first chunk: the rest would only wait', async () => {
+    const all = slugs(120);
+    const { cache, db } = cacheOver(all, 1000);
+    for (const s of all) await cache.load(s);
+    db.asked.length = 0;
+    db.down = true;
+    await assert.rejects(
+      cache.reloadAll(),
+      (err: unknown) => err instanceof ApiError && err.code === 'db.unavailable',
+    );
+    assert.equal(db.asked.length, 1, 'one chunk asked');
+    assert.equal(versionOf(cache, 's119'), 1, 'everything cached is kept');
   });
 
   test('an abort stops the reload between chunks', async () => {
