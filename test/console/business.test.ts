@@ -3,13 +3,20 @@ import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { browserMissing, launchBrowser, overflowOf, screenshot, watchConsole } from '../helpers/browser.ts';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { flowWithDefault, startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, pgBehindProxy, testSchema } from '../helpers/postgres.ts';
 
 const skip = browserMissing();
 const skipPg = !(await pgAvailable()) && 'PostgreSQL unavailable';
 const IPHONE =
   'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1';
+
+/** Opens the console at `url` and signs in with `token`. */
+async function signInTo(page: Page, url: string, token: string): Promise<void> {
+  await page.goto(url);
+  await page.fill('#token', token);
+  await page.click('form[aria-label="Sign in"] button[type=submit]');
+}
 
 /** Targeting, the simulator and reports in the console, as a media buyer uses them. */
 describe('console: targeting rules, "Test a click" and reports in a browser', { skip }, () => {
@@ -35,9 +42,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
   });
 
   async function signIn(page: Page): Promise<void> {
-    await page.goto(`${t.url}/acp/`);
-    await page.fill('#token', admin);
-    await page.click('form[aria-label="Sign in"] button[type=submit]');
+    await signInTo(page, `${t.url}/acp/`, admin);
     await page.waitForSelector('[data-testid=overview-node-id]');
   }
 
@@ -226,9 +231,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       const token = await node.token('admin', 'sam');
       // A node with no flow yet: the page says what to do, and where lost clicks go.
       const empty = await browser.newPage({ viewport: { width: 1366, height: 768 } });
-      await empty.goto(`${node.url}/acp/#/flows`);
-      await empty.fill('#token', token);
-      await empty.click('form[aria-label="Sign in"] button[type=submit]');
+      await signInTo(empty, `${node.url}/acp/#/flows`, token);
       await empty.waitForSelector('[data-testid=no-flows]');
       assert.match(
         (await empty.textContent('[data-testid=no-flows]')) ?? '',
@@ -255,9 +258,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       ] as const) {
         const page = await browser.newPage({ viewport: { width, height } });
         pages.push({ page, width });
-        await page.goto(`${node.url}/acp/`);
-        await page.fill('#token', token);
-        await page.click('form[aria-label="Sign in"] button[type=submit]');
+        await signInTo(page, `${node.url}/acp/`, token);
         await page.waitForSelector('[data-testid=updated]');
         await page.click('nav a[href="#/flows"]');
         const clicks = 'table[aria-label=Flows] tr:has(button:text-is("live")) td[data-label=Clicks]';
@@ -296,14 +297,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     const node = await startTestNode();
     try {
       const token = await node.token('admin', 'lee');
-      const flowRes = await node.acp('/acp/traffic-flows/create', token, { slug: 'burst', name: 'Burst' });
-      const burst = (await flowRes.json()) as FlowRecord;
-      await node.acp('/acp/streams/create', token, {
-        flow_id: burst.id,
-        name: 'all',
-        type: 'default',
-        target_url: 'https://x.test/',
-      });
+      await flowWithDefault(node, token, 'burst');
       // 60 clicks within a minute: ten more than the first page shows.
       for (let i = 0; i < 60; i++) {
         const res = await fetch(`${node.url}/go/burst`, {
@@ -314,9 +308,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       }
       await node.node.clickLog.persist();
       const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
-      await page.goto(`${node.url}/acp/#/clicks`);
-      await page.fill('#token', token);
-      await page.click('form[aria-label="Sign in"] button[type=submit]');
+      await signInTo(page, `${node.url}/acp/#/clicks`, token);
       await page.waitForSelector('[data-testid=updated]');
       // Two polls after the first page: each merges the last minute's clicks in. They were counted
       // already (the first poll made it "60 shown of 70" before).
@@ -350,14 +342,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     });
     try {
       const token = await node.token('admin', 'ops');
-      const flowRes = await node.acp('/acp/traffic-flows/create', token, { slug: 'outage', name: 'Outage' });
-      const made = (await flowRes.json()) as FlowRecord;
-      await node.acp('/acp/streams/create', token, {
-        flow_id: made.id,
-        name: 'all',
-        type: 'default',
-        target_url: 'https://x.test/',
-      });
+      await flowWithDefault(node, token, 'outage');
       const res = await fetch(`${node.url}/go/outage`, {
         redirect: 'manual',
         headers: { 'user-agent': IPHONE },
@@ -365,9 +350,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       assert.equal(res.status, 302);
       await node.node.clickLog.persist();
       const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
-      await page.goto(`${node.url}/acp/`);
-      await page.fill('#token', token);
-      await page.click('form[aria-label="Sign in"] button[type=submit]');
+      await signInTo(page, `${node.url}/acp/`, token);
       await page.waitForSelector('section[aria-label="Cluster nodes"]');
       assert.equal(await page.locator('section[aria-label="Cluster nodes"] [data-testid=as-of]').count(), 0);
       await proxy.down();
@@ -415,9 +398,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
         [390, 844, 'console-cluster-390'],
       ] as const) {
         const page = await browser.newPage({ viewport: { width, height } });
-        await page.goto(`${a.url}/acp/#/cluster`);
-        await page.fill('#token', token);
-        await page.click('form[aria-label="Sign in"] button[type=submit]');
+        await signInTo(page, `${a.url}/acp/#/cluster`, token);
         for (const id of ['web-a', 'web-b'])
           await page.waitForSelector(
             `table[aria-label=Cluster] tr:has(code:text-is("${id}")) td[data-label=Figures]:text-is("live")`,
