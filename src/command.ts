@@ -359,11 +359,9 @@ main(process.argv.slice(2)).then(
     } else if (err instanceof UsageError) {
       process.stderr.write(`sluice: ${err.message}\n\n${USAGE}`);
       process.exitCode = EXIT_USAGE;
-    } else if (err instanceof SchemaTooNew) {
-      process.stderr.write(`sluice: ${err.message}\n`);
-      process.exitCode = 1;
-    } else if (err instanceof ApiError && err.code === 'db.unavailable') {
-      // Its message names the cause (the address that refused); a stack would bury it.
+    } else if (err instanceof SchemaTooNew || (err instanceof ApiError && err.code === 'db.unavailable')) {
+      // The message says it all (the migrations it does not know, the address that refused); a
+      // stack would bury it.
       process.stderr.write(`sluice: ${err.message}\n`);
       process.exitCode = 1;
     } else if (err instanceof ApiError && err.code === 'resource.conflict') {

@@ -4,8 +4,20 @@ import { type BatchRow, type BatchStatement, batchJson } from './batch.ts';
 import type { QueryStats } from './query-stats.ts';
 import type { Row, SqlExecutor } from './sql.ts';
 
+/**
+ * The server answered a connection and said no to its role, password or database name: at run time
+ * (credentials rotated under the node, the database dropped) as unavailable as a server that is
+ * down; at start, a mistake in the configuration that waiting does not cure.
+ */
+const REFUSED_LOGIN_CODES = new Set([
+  '3D000', // invalid_catalog_name: the database is gone (or not yet created)
+  '28000', // invalid_authorization_specification: the role may not connect (pg_hba)
+  '28P01', // invalid_password
+]);
+
 /** Connection-level failures: the server is down, restarting, or unreachable. */
 const UNAVAILABLE_CODES = new Set([
+  ...REFUSED_LOGIN_CODES,
   'ECONNREFUSED',
   'ECONNRESET',
   'ETIMEDOUT',
@@ -17,13 +29,15 @@ const UNAVAILABLE_CODES = new Set([
   '57P03', // cannot_connect_now
   '53300', // too_many_connections
   '57P04', // database_dropped
-  '3D000', // invalid_catalog_name: the database is gone (or not yet created)
-  '28000', // invalid_authorization_specification: the role may no longer connect (pg_hba)
-  '28P01', // invalid_password: credentials rotated under the node
   // object_not_in_prerequisite_state: as a connection's error, "database … is not currently
   // accepting connections" (ALLOW_CONNECTIONS false); no statement Sluice sends raises it otherwise.
   '55000',
 ]);
+
+/** Whether a driver error is the server refusing the login itself (see {@link REFUSED_LOGIN_CODES}). */
+export function isRefusedLogin(err: unknown): boolean {
+  return REFUSED_LOGIN_CODES.has(String((err as { code?: unknown } | undefined)?.code));
+}
 
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: string; message?: string };

@@ -1,16 +1,11 @@
 import type { Logger } from 'pino';
 import { ApiError, describeCause } from '../errors/index.ts';
 import { type Clock, retryUntil } from '../time/index.ts';
+import { isRefusedLogin } from './postgres-executor.ts';
 import type { Storage } from './types.ts';
 
 /** Between two attempts to reach the database at start. */
 const START_RETRY_MS = 2000;
-
-/**
- * Refusals that waiting does not cure: the server answered, and said no to the role, the password
- * or the database name (a mistake in the configuration, not a database still starting).
- */
-const REFUSED = new Set(['28000', '28P01', '3D000']);
 
 /** A start given up because a stop was asked for while it waited for the database. */
 export class StartAbandoned extends Error {
@@ -19,7 +14,6 @@ export class StartAbandoned extends Error {
 
 const unavailable = (err: unknown): err is ApiError =>
   err instanceof ApiError && err.code === 'db.unavailable';
-const refused = (err: unknown) => REFUSED.has(String((err as { code?: unknown } | undefined)?.code));
 
 /**
  * Applies the migrations (the start's first use of the database), waiting for a PostgreSQL that
@@ -46,7 +40,7 @@ export async function migrateWhenReachable(
   const failed = await retryUntil(() => storage.migrate(), o.clock, waitMs, {
     pauseMs: START_RETRY_MS,
     signal: o.signal,
-    retryable: (err) => unavailable(err) && !refused(err.cause),
+    retryable: (err) => unavailable(err) && !isRefusedLogin(err.cause),
     onRetry: (err, attempt, pauseMs, leftMs) => {
       waited = true;
       o.logger?.warn(
@@ -70,7 +64,7 @@ export async function migrateWhenReachable(
   const cause = err.cause ?? err;
   const why = describeCause(cause);
   if (failed.aborted) throw new StartAbandoned(`stopped while waiting for the database (${why})`, { cause });
-  if (refused(cause))
+  if (isRefusedLogin(cause))
     throw new ApiError('db.unavailable', `the database refused the connection: ${why}`, { cause });
   throw new ApiError(
     'db.unavailable',

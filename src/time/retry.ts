@@ -36,14 +36,15 @@ export async function retryUntil(
 ): Promise<RetryFailure | undefined> {
   const pauseMs = o.pauseMs ?? RETRY_PAUSE_MS;
   const deadline = clock.monotonic() + timeoutMs;
-  for (let tries = Math.ceil(Math.max(timeoutMs, 0) / pauseMs) + 1, n = 1; ; tries--, n++) {
+  const most = Math.ceil(Math.max(timeoutMs, 0) / pauseMs) + 1;
+  for (let n = 1; ; n++) {
     try {
       await attempt();
       return undefined;
     } catch (error) {
       const left = deadline - clock.monotonic();
       if (o.signal?.aborted) return { error, aborted: true };
-      if (left <= 0 || tries <= 1 || (o.retryable !== undefined && !o.retryable(error)))
+      if (left <= 0 || n >= most || (o.retryable !== undefined && !o.retryable(error)))
         return { error, aborted: false };
       const wait = Math.min(pauseMs, left);
       o.onRetry?.(error, n, wait, left);
