@@ -11,7 +11,7 @@ import {
   type Role,
 } from './config/index.ts';
 import { formatReport, runDoctor } from './doctor/index.ts';
-import { ApiError } from './errors/index.ts';
+import { hasCode } from './errors/index.ts';
 import { startNode } from './main.ts';
 import { seedDemo } from './routing/index.ts';
 import {
@@ -359,12 +359,12 @@ main(process.argv.slice(2)).then(
     } else if (err instanceof UsageError) {
       process.stderr.write(`sluice: ${err.message}\n\n${USAGE}`);
       process.exitCode = EXIT_USAGE;
-    } else if (err instanceof SchemaTooNew || (err instanceof ApiError && err.code === 'db.unavailable')) {
+    } else if (err instanceof SchemaTooNew || hasCode(err, 'db.unavailable')) {
       // The message says it all (the migrations it does not know, the address that refused); a
       // stack would bury it.
       process.stderr.write(`sluice: ${err.message}\n`);
       process.exitCode = 1;
-    } else if (err instanceof ApiError && err.code === 'resource.conflict') {
+    } else if (hasCode(err, 'resource.conflict')) {
       process.stderr.write('sluice: an active operator with that name already exists\n');
       process.exitCode = 1;
     } else {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { ApiError } from '../errors/index.ts';
+import { ApiError, hasCode } from '../errors/index.ts';
 import type { Clock } from '../time/index.ts';
 import { parseBearer } from './tokens.ts';
 
@@ -138,7 +138,7 @@ export class AuthLimiter {
       if (proof !== undefined) this.#proven.set(proof, true);
       return result;
     } catch (err) {
-      if (err instanceof ApiError && err.code === 'auth.unauthorized') {
+      if (hasCode(err, 'auth.unauthorized')) {
         this.failed(address);
         if (proof !== undefined) this.#proven.delete(proof);
       }

@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { Role } from '../config/index.ts';
-import { ApiError } from '../errors/index.ts';
+import { ApiError, hasCode } from '../errors/index.ts';
 import type { OperatorStore } from '../storage/index.ts';
 import type { Clock } from '../time/index.ts';
 import { digestEquals, parseBearer, sha256 } from './tokens.ts';
@@ -73,7 +73,7 @@ export class Authenticator {
       stored = await this.#store.findActiveByTokenHash(hex);
     } catch (err) {
       const known = this.#lastKnown.get(hex);
-      if (err instanceof ApiError && err.code === 'db.unavailable' && known !== undefined) {
+      if (hasCode(err, 'db.unavailable') && known !== undefined) {
         if (this.#clock.now() - known.at <= LAST_KNOWN_MS) return { ...known.principal, role: 'viewer' };
       }
       throw err;

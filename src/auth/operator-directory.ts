@@ -1,5 +1,5 @@
 import type { Role } from '../config/index.ts';
-import { ApiError } from '../errors/index.ts';
+import { ApiError, hasCode } from '../errors/index.ts';
 import type { OperatorStore } from '../storage/index.ts';
 import type { ConfiguredOperator, Principal } from './authenticator.ts';
 import { createOperator } from './operators.ts';
@@ -78,7 +78,7 @@ export class OperatorDirectory {
       return { name: operator.name, role: operator.role, token };
     } catch (err) {
       // The one unique key a new operator can meet (a fresh token's hash never repeats).
-      if (err instanceof ApiError && err.code === 'resource.conflict')
+      if (hasCode(err, 'resource.conflict'))
         throw conflict(
           `An active operator named "${name}" already exists; choose another name, or revoke it first.`,
           `operator name ${name} is taken`,

@@ -1,4 +1,4 @@
-import { ApiError } from '../errors/index.ts';
+import { hasCode } from '../errors/index.ts';
 import {
   CLICK_BATCH_MAX_ROWS,
   type ClickBatch,
@@ -46,8 +46,6 @@ interface Pending {
   batch: ClickBatch;
   attempts: number;
 }
-
-const isUnavailable = (err: unknown) => err instanceof ApiError && err.code === 'db.unavailable';
 
 /**
  * The click log's write path. The hot path appends a click to a bounded in-memory buffer (an array
@@ -217,7 +215,7 @@ export class ClickLog {
         this.#failed++;
         p.attempts++;
         this.#lastError = (err as Error).message;
-        if (isUnavailable(err) || p.attempts < CLICK_BATCH_MAX_ATTEMPTS) throw err;
+        if (hasCode(err, 'db.unavailable') || p.attempts < CLICK_BATCH_MAX_ATTEMPTS) throw err;
         this.#pending.shift();
         this.#held -= rows;
         this.#dropped += rows;

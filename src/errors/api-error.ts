@@ -26,6 +26,11 @@ export class ApiError extends Error {
   }
 }
 
+/** Whether `err` is an {@link ApiError} with the contract code `code`. */
+export function hasCode(err: unknown, code: ErrorCode): err is ApiError {
+  return err instanceof ApiError && err.code === code;
+}
+
 /** The JSON body of every API error response. */
 export interface ErrorBody {
   error: { code: ErrorCode; message: string; request_id: string; details?: unknown };

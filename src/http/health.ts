@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { ApiError } from '../errors/index.ts';
+import { ApiError, hasCode } from '../errors/index.ts';
 
 /** `GET /healthz`: the process answers. `GET /readyz`: and its storage answers too. */
 export function registerHealth(app: FastifyInstance, ready: () => Promise<void>): void {
@@ -8,9 +8,7 @@ export function registerHealth(app: FastifyInstance, ready: () => Promise<void>)
     try {
       await ready();
     } catch (err) {
-      throw err instanceof ApiError && err.code === 'db.unavailable'
-        ? err
-        : new ApiError('db.unavailable', undefined, { cause: err });
+      throw hasCode(err, 'db.unavailable') ? err : new ApiError('db.unavailable', undefined, { cause: err });
     }
     return { status: 'ready' };
   });

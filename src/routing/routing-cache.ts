@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { ApiError } from '../errors/index.ts';
+import { ApiError, hasCode } from '../errors/index.ts';
 import type { CacheSection } from '../telemetry/index.ts';
 import { TimeSlice } from '../time/index.ts';
 import type { CompiledFlow } from './compiled-flow.ts';
@@ -186,7 +186,7 @@ export class RoutingCache {
           failure ??= err;
           // The database cannot be reached: every chunk left would wait out its query timeout in
           // turn (a hung network held a reload to its task's 30 s timeout). What is cached stays.
-          if (err instanceof ApiError && err.code === 'db.unavailable') break;
+          if (hasCode(err, 'db.unavailable')) break;
         }
         await slice.pause();
       }

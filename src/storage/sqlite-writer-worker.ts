@@ -8,7 +8,7 @@
  */
 import { DatabaseSync } from 'node:sqlite';
 import { parentPort, workerData } from 'node:worker_threads';
-import { ApiError } from '../errors/index.ts';
+import { ApiError, hasCode } from '../errors/index.ts';
 import type { Clock } from '../time/index.ts';
 import { BatchGuard } from './batch-guard.ts';
 import { SqlClicks } from './clicks.ts';
@@ -90,7 +90,7 @@ function failure(err: unknown): WriterFailure {
     message: e.message,
     code: err instanceof ApiError ? err.code : null,
     cause: causeOf(e.cause),
-    unavailable: err instanceof ApiError && err.code === 'db.unavailable',
+    unavailable: hasCode(err, 'db.unavailable'),
   };
 }
 

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { ApiError, describeCause } from '../errors/index.ts';
+import { ApiError, describeCause, hasCode } from '../errors/index.ts';
 import { type Clock, retryUntil } from '../time/index.ts';
 import { isRefusedLogin } from './postgres-executor.ts';
 import type { Storage } from './types.ts';
@@ -11,9 +11,6 @@ const START_RETRY_MS = 2000;
 export class StartAbandoned extends Error {
   override name = 'StartAbandoned';
 }
-
-const unavailable = (err: unknown): err is ApiError =>
-  err instanceof ApiError && err.code === 'db.unavailable';
 
 /**
  * Applies the migrations (the start's first use of the database), waiting for a PostgreSQL that
@@ -40,7 +37,7 @@ export async function migrateWhenReachable(
   const failed = await retryUntil(() => storage.migrate(), o.clock, waitMs, {
     pauseMs: START_RETRY_MS,
     signal: o.signal,
-    retryable: (err) => unavailable(err) && !isRefusedLogin(err.cause),
+    retryable: (err) => hasCode(err, 'db.unavailable') && !isRefusedLogin(err.cause),
     onRetry: (err, attempt, pauseMs, leftMs) => {
       waited = true;
       o.logger?.warn(
@@ -59,7 +56,7 @@ export async function migrateWhenReachable(
     return;
   }
   const err = failed.error;
-  if (!unavailable(err)) throw err;
+  if (!hasCode(err, 'db.unavailable')) throw err;
   // The driver's own error (the address that refused), not the generic "retry shortly" above it.
   const cause = err.cause ?? err;
   const why = describeCause(cause);
