@@ -72,6 +72,7 @@ export class ClickLog {
   #dropped = 0;
   #failed = 0;
   #lastError: string | null = null;
+  #failingSince: number | undefined;
   #timer: NodeJS.Timeout | undefined;
   #chain: Promise<unknown> = Promise.resolve();
 
@@ -138,6 +139,7 @@ export class ClickLog {
       dropped: this.#dropped,
       failed_flushes: this.#failed,
       last_error: this.#lastError,
+      failing_since: this.#failingSince === undefined ? null : new Date(this.#failingSince).toISOString(),
     };
   }
 
@@ -200,6 +202,7 @@ export class ClickLog {
     this.#buf = [];
     this.#pending.length = 0;
     this.#held = 0;
+    this.#failingSince = undefined;
     return { persisted, lost };
   }
 
@@ -215,6 +218,7 @@ export class ClickLog {
         this.#failed++;
         p.attempts++;
         this.#lastError = (err as Error).message;
+        this.#failingSince ??= this.#clock.now();
         if (hasCode(err, 'db.unavailable') || p.attempts < CLICK_BATCH_MAX_ATTEMPTS) throw err;
         this.#pending.shift();
         this.#held -= rows;
@@ -231,6 +235,7 @@ export class ClickLog {
       this.#persisted += rows;
       written += rows;
     }
+    this.#failingSince = undefined;
     return written;
   }
 

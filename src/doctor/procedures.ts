@@ -377,8 +377,9 @@ export const CLICK_BUFFER_WARN = 0.8;
 
 /**
  * The click log in procedure 6 (§11: dropped clicks are counted and shown, never silent): a
- * finding once any click was dropped since the node started, or when the buffer is close to
- * dropping (the database has refused batches for a while). An older node without the section: no item.
+ * finding once any click was dropped since the node started, while its writes are failing, or when
+ * the buffer is close to dropping (the database has refused batches for a while). An older node
+ * without the section (or without `failing_since`): no item, or none of that part.
  */
 function clickLogItem(c: Partially<ClicksSection> | undefined): ProcedureItem | undefined {
   if (c === undefined || typeof c.dropped !== 'number') return undefined;
@@ -390,6 +391,8 @@ function clickLogItem(c: Partially<ClicksSection> | undefined): ProcedureItem | 
   const lastError = typeof c.last_error === 'string' ? c.last_error : null;
   const parts: string[] = [];
   if (dropped > 0) parts.push(`${plural(dropped, 'click')} dropped since start, never to be stored`);
+  if (typeof c.failing_since === 'string')
+    parts.push(`writes failing since ${c.failing_since} (${held} held, kept and sent again)`);
   if (full >= CLICK_BUFFER_WARN)
     parts.push(`buffer ${percent(full)} full (${held} of ${max}): the database is refusing batches`);
   const finding = parts.length > 0;

@@ -81,6 +81,12 @@ export interface ClicksSection {
   /** Flush attempts that failed (each is retried). */
   failed_flushes: number;
   last_error: string | null;
+  /**
+   * When writes began failing: the first failed attempt since a flush last ended with nothing
+   * left to send (ISO time); null while writes go through. `last_error` stays after a recovery,
+   * this does not: it is what says the log is failing now.
+   */
+  failing_since: string | null;
 }
 
 /** Every provided section by name. */
@@ -126,6 +132,7 @@ export const EMPTY_SECTIONS: { readonly [K in SectionName]: () => Sections[K] } 
     dropped: 0,
     failed_flushes: 0,
     last_error: null,
+    failing_since: null,
   }),
 };
 

@@ -43,6 +43,7 @@ describe("a node's click log in system metrics, the exposition and procedure 6",
       dropped: 0,
       failed_flushes: 0,
       last_error: null,
+      failing_since: null,
     });
     assert.equal(await t.node.clickLog.persist(), 5);
     const m = await metrics();

@@ -5,7 +5,7 @@ import { CLICK_BATCH_MAX_ATTEMPTS, ClickLog } from '../../src/clicks/index.ts';
 import { ApiError } from '../../src/errors/index.ts';
 import { type ClickBatch, type ClickStore, openPostgres, type Storage } from '../../src/storage/index.ts';
 import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
-import { systemClock } from '../../src/time/index.ts';
+import { ManualClock, systemClock } from '../../src/time/index.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
 import { newClick } from '../helpers/records.ts';
 import { TcpProxy } from '../helpers/tcp-proxy.ts';
@@ -36,7 +36,7 @@ for (const backend of BACKENDS) {
       );
     const logOf = (
       store: Pick<ClickStore, 'insertBatch'>,
-      over: { bufferMax?: number; batchMaxRows?: number } = {},
+      over: { bufferMax?: number; batchMaxRows?: number; clock?: ManualClock } = {},
     ) =>
       new ClickLog({
         store,
@@ -45,6 +45,7 @@ for (const backend of BACKENDS) {
         bufferMax: over.bufferMax ?? 1000,
         batchMaxRows: over.batchMaxRows ?? 10,
         flushIntervalMs: 0,
+        ...(over.clock ? { clock: over.clock } : {}),
       });
 
     it("without batchMaxRows of its own the log cuts batches of the store's size", async () => {
@@ -90,6 +91,7 @@ for (const backend of BACKENDS) {
         dropped: 0,
         failed_flushes: 0,
         last_error: null,
+        failing_since: null,
       });
       assert.equal(await log.persist(), 0, 'nothing left');
       assert.equal(ids.length, 3);
@@ -129,19 +131,31 @@ for (const backend of BACKENDS) {
 
     it('a flush that fails, then succeeds, writes each click once', async () => {
       let failures = 2;
-      const log = logOf({
-        insertBatch: async (b) => {
-          if (failures-- > 0) throw new Error('deadlock detected');
-          return storage.clicks.insertBatch(b);
+      const clock = new ManualClock(Date.UTC(2026, 10, 27, 7, 0, 0));
+      const log = logOf(
+        {
+          insertBatch: async (b) => {
+            if (failures-- > 0) throw new Error('deadlock detected');
+            return storage.clicks.insertBatch(b);
+          },
         },
-      });
+        { clock },
+      );
       for (let i = 0; i < 5; i++) log.append(newClick({ flow_id: 'retry' }));
       assert.equal(await log.flush(), 0, 'flush logs, never throws');
+      clock.advance(1000);
       assert.equal(await log.flush(), 0);
       assert.equal(log.stats().failed_flushes, 2);
       assert.equal(log.stats().last_error, 'deadlock detected');
+      assert.equal(
+        log.stats().failing_since,
+        '2026-11-27T07:00:00.000Z',
+        'from the first failure of the run',
+      );
       assert.equal(await log.flush(), 5);
       assert.equal(await stored('retry'), 5);
+      assert.equal(log.stats().last_error, 'deadlock detected', 'the last error stays');
+      assert.equal(log.stats().failing_since, null, 'failing no more');
     });
 
     it('a batch the database refuses every time is given up after its attempts and counted as dropped', async () => {
@@ -161,6 +175,7 @@ for (const backend of BACKENDS) {
         for (let i = 1; i < CLICK_BATCH_MAX_ATTEMPTS; i++) {
           await assert.rejects(log.persist());
           assert.equal(log.stats().unacked, 8, `attempt ${i}: everything kept`);
+          assert.notEqual(log.stats().failing_since, null, `attempt ${i}: failing`);
         }
         // The last attempt gives the poisoned batch up and goes on with the next one.
         assert.equal(await log.persist(), 4);
@@ -171,6 +186,7 @@ for (const backend of BACKENDS) {
       }
       assert.equal(await stored('poison'), 4);
       assert.deepEqual([log.stats().dropped, log.stats().persisted, log.stats().unacked], [4, 4, 0]);
+      assert.equal(log.stats().failing_since, null, 'nothing left failing: the drop is what is shown');
     });
 
     it('the buffer is bounded: past buffer_max a click is dropped and counted, unacknowledged batches included', async () => {

@@ -358,6 +358,21 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       await page.waitForSelector('section[aria-label="Cluster nodes"] [data-testid=as-of]', {
         timeout: 20_000,
       });
+      // A click answered meanwhile waits in the click log, whose writes fail: the Traffic card says
+      // so now, before any click is dropped (it once showed only held / dropped).
+      assert.equal(await page.locator('[data-testid=overview-click-log-failing]').count(), 0);
+      const during = await fetch(`${node.url}/go/outage`, {
+        redirect: 'manual',
+        headers: { 'user-agent': IPHONE },
+      });
+      assert.equal(during.status, 302);
+      await node.node.clickLog.flush();
+      assert.notEqual(node.node.clickLog.stats().failing_since, null);
+      await page.waitForSelector('[data-testid=overview-click-log-failing]', { timeout: 15_000 });
+      assert.match(
+        (await page.textContent('[data-testid=overview-click-log-failing]')) ?? '',
+        /^failing since \d\d:\d\d:\d\d \(.+ ago\)$/,
+      );
       // A page opened now cannot read the flows' names; they come once the database is back.
       await page.click('nav a[href="#/clicks"]');
       await page.waitForTimeout(1000);
@@ -365,16 +380,26 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       await page.waitForSelector('table[aria-label=Clicks] td[data-label=Flow]:text-is("outage")', {
         timeout: 30_000,
       });
+      // The click held through the outage is written (by this call or by the log's own timer before).
+      await node.node.clickLog.persist();
+      assert.deepEqual(
+        [node.node.clickLog.stats().dropped, node.node.clickLog.stats().failing_since],
+        [0, null],
+      );
       await page.click('nav a[href="#/overview"]');
       await page.waitForSelector('section[aria-label="Cluster nodes"]');
-      await page.waitForFunction(
-        (sel) =>
-          (
-            globalThis as unknown as { document: { querySelector(s: string): unknown } }
-          ).document.querySelector(sel) === null,
+      for (const gone of [
         'section[aria-label="Cluster nodes"] [data-testid=as-of]',
-        { timeout: 20_000 },
-      );
+        '[data-testid=overview-click-log-failing]',
+      ])
+        await page.waitForFunction(
+          (sel) =>
+            (
+              globalThis as unknown as { document: { querySelector(s: string): unknown } }
+            ).document.querySelector(sel) === null,
+          gone,
+          { timeout: 20_000 },
+        );
       await page.close();
     } finally {
       await node.close();

@@ -329,6 +329,7 @@ describe('operator procedures', () => {
       dropped: 0,
       failed_flushes: 0,
       last_error: null,
+      failing_since: null,
     };
     const quiet = withClicks(base);
     assert.equal(quiet.status, 'ok');
@@ -339,6 +340,22 @@ describe('operator procedures', () => {
     const dropped = withClicks({ ...base, dropped: 3, failed_flushes: 4, last_error: 'connection refused' });
     assert.deepEqual(findings(dropped), ['click log']);
     assert.match(dropped.summary, /click log: 3 clicks dropped since start.*last error: connection refused/);
+
+    // Failing now, nothing dropped yet: a finding before the buffer fills. Recovered (an old error,
+    // no failing_since): quiet.
+    const failing = withClicks({
+      ...base,
+      unacked: 40,
+      failed_flushes: 2,
+      last_error: 'connection refused',
+      failing_since: '2026-11-27T07:00:00.000Z',
+    });
+    assert.deepEqual(findings(failing), ['click log']);
+    assert.match(
+      failing.summary,
+      /click log: writes failing since 2026-11-27T07:00:00.000Z \(50 held, kept and sent again\); last error: connection refused/,
+    );
+    assert.equal(withClicks({ ...base, failed_flushes: 2, last_error: 'connection refused' }).status, 'ok');
 
     const nearlyFull = withClicks({ ...base, buffered: 300, unacked: 500 });
     assert.deepEqual(findings(nearlyFull), ['click log']);

@@ -230,6 +230,13 @@ export function OverviewPage({ me, live }) {
           v=${html`<span data-testid="overview-click-log">${fmt.n(m.clicks.buffered + m.clicks.unacked)} / <span class=${m.clicks.dropped > 0 ? 'bad-text' : ''}>${fmt.n(m.clicks.dropped)}</span></span>`}
         />`
         }
+        ${
+          m.clicks?.failing_since &&
+          html`<${Row}
+          k="click log writes"
+          v=${html`<span class="bad-text" data-testid="overview-click-log-failing" title=${m.clicks.last_error ?? ''}>failing since ${fmt.since(m.clicks.failing_since)}</span>`}
+        />`
+        }
       <//>
     </div>
     <${Nodes}
