@@ -63,10 +63,12 @@ export function ClusterPage() {
     {
       key: 'clicks',
       label: 'Clicks held / dropped',
-      render: (n) =>
-        m(n)?.clicks
-          ? `${fmt.n(m(n).clicks.buffered + m(n).clicks.unacked)} / ${fmt.n(m(n).clicks.dropped)}`
-          : '–',
+      render: (n) => {
+        const c = m(n)?.clicks;
+        if (!c) return '–';
+        const bad = c.dropped > 0 || c.failing_since;
+        return html`<span class=${bad ? 'bad-text' : ''}>${fmt.n(c.buffered + c.unacked)} / ${fmt.n(c.dropped)}${c.failing_since ? html`<br /><small>writes failing since ${fmt.time(c.failing_since)}</small>` : ''}</span>`;
+      },
     },
     {
       key: 'build',
