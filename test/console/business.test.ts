@@ -375,7 +375,9 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       );
       // A page opened now cannot read the flows' names; they come once the database is back.
       await page.click('nav a[href="#/clicks"]');
-      await page.waitForTimeout(1000);
+      // Its list cannot be read: the error says so, with no "Loading…" beside it.
+      await page.waitForSelector('section[aria-label=Clicks] p.error[role=alert]', { timeout: 15_000 });
+      assert.equal(await page.locator('section[aria-label=Clicks] p:text-is("Loading…")').count(), 0);
       await proxy.up();
       await page.waitForSelector('table[aria-label=Clicks] td[data-label=Flow]:text-is("outage")', {
         timeout: 30_000,

@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { acp } from './api.js';
-import { ErrorLine, fmt, POLL_MS, SortTable, usePoll } from './ui.js';
+import { ErrorLine, fmt, Loading, POLL_MS, SortTable, usePoll } from './ui.js';
 
 const PAGE = 25;
 const TARGET_TYPES = ['flow', 'stream', 'task', 'operator'];
@@ -95,7 +95,7 @@ export function AuditPage() {
             <span>page ${cursors.length} · ${fmt.n(page.total)}${page.total_capped ? '+' : ''} in all</span>
             <button type="button" class="secondary" onClick=${() => setCursors((c) => [...c, page.next_cursor])} disabled=${!page.next_cursor}>Older ›</button>
           </div>`
-        : html`<p>Loading…</p>`
+        : html`<${Loading} error=${error} />`
     }
     <p class="hint">Every successful change over the ACP (flows, streams, task runs, operators) is kept here for a week; failed attempts are not.</p>
   </section>`;

@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { acp } from './api.js';
-import { Card, ErrorLine, fmt, POLL_MS, Row, SortTable, useFlowNames, usePoll } from './ui.js';
+import { Card, ErrorLine, fmt, Loading, POLL_MS, Row, SortTable, useFlowNames, usePoll } from './ui.js';
 
 const PAGE = 50;
 /** The most a live poll asks for; a burst beyond it reloads the first page instead. */
@@ -235,9 +235,7 @@ function ClickDetail({ clickId, flowName, streamName, flowCurrency, onClose }) {
           <h3>Conversions (${data.conversions.length})</h3>
           <${SortTable} label="Conversions of the click" columns=${CONVERSION_COLUMNS(flowName)} rows=${data.conversions}
             rowKey=${(x) => x.conversion_id} />`
-        : error
-          ? ''
-          : html`<p>Loading…</p>`
+        : html`<${Loading} error=${error} />`
     }
   </section>`;
 }
@@ -320,7 +318,7 @@ export function ClicksPage() {
           <${SortTable} label="Clicks" columns=${columns} rows=${log.items} rowKey=${(c) => c.click_id}
             rowClass=${(c) => (c.click_id === opened ? 'selected' : c.is_bot ? 'muted' : '')} />
           <${MoreButton} log=${log} />`
-        : html`<p>Loading…</p>`
+        : html`<${Loading} error=${log.error} />`
     }
   </section>`;
 }
@@ -365,7 +363,7 @@ export function ConversionsPage() {
           <${SortTable} label="Conversions" columns=${columns} rows=${log.items} rowKey=${(c) => c.conversion_id}
             rowClass=${(c) => (c.status === 'rejected' ? 'muted' : '')} />
           <${MoreButton} log=${log} />`
-        : html`<p>Loading…</p>`
+        : html`<${Loading} error=${log.error} />`
     }
   </section>`;
 }

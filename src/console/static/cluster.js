@@ -1,6 +1,6 @@
 import { html } from 'htm/preact';
 import { acp } from './api.js';
-import { AsOf, ErrorLine, fmt, POLL_MS, SortTable, usePoll } from './ui.js';
+import { AsOf, ErrorLine, fmt, Loading, POLL_MS, SortTable, usePoll } from './ui.js';
 
 const sum = (controllers, pick) => Object.values(controllers ?? {}).reduce((n, e) => n + (pick(e) ?? 0), 0);
 
@@ -12,7 +12,7 @@ const sum = (controllers, pick) => Object.values(controllers ?? {}).reduce((n, e
 export function ClusterPage() {
   const [nodes, nodesError, , nodesAt] = usePoll(() => acp('/acp/cluster/nodes'), POLL_MS);
   const [figures, figuresError] = usePoll(() => acp('/acp/cluster/metrics'), POLL_MS);
-  if (!nodes) return html`<${ErrorLine} error=${nodesError} /><p>Loading…</p>`;
+  if (!nodes) return html`<${ErrorLine} error=${nodesError} /><${Loading} error=${nodesError} />`;
   const byId = new Map((figures?.items ?? []).map((f) => [f.server_id, f]));
   // Procedure 7: the build most nodes run; every other one stands out.
   const builds = new Map();

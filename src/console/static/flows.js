@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { AcpError, acp, can, fieldErrors } from './api.js';
-import { ErrorLine, fmt, POLL_MS, SortTable, usePoll } from './ui.js';
+import { ErrorLine, fmt, Loading, POLL_MS, SortTable, usePoll } from './ui.js';
 
 const PAGE = 20;
 
@@ -471,7 +471,7 @@ function Streams({ flow, admin }) {
             clicks still go somewhere.</p>`
         : ''
     }
-    ${paged.page ? html`<${SortTable} label="Streams" columns=${columns} rows=${paged.page.items} rowKey=${(s) => s.id} sort=${paged.sort} onSort=${paged.setSort} />` : html`<p>Loading…</p>`}
+    ${paged.page ? html`<${SortTable} label="Streams" columns=${columns} rows=${paged.page.items} rowKey=${(s) => s.id} sort=${paged.sort} onSort=${paged.setSort} />` : html`<${Loading} error=${paged.error} />`}
     <${Pager} paged=${paged} />
     <${SimulatePanel} flow=${flow} />
   </section>`;
@@ -665,7 +665,7 @@ export function FlowsPage({ me }) {
         ? html`<p class="notice" data-testid="no-flows">No traffic flows yet. ${admin ? 'Create one with New flow, then give it a default stream' : 'An admin creates them'} (or run <code>npm run seed-demo</code> for two demo flows).</p>`
         : ''
     }
-    ${paged.page ? html`<${SortTable} label="Flows" columns=${columns} rows=${paged.page.items} rowKey=${(f) => f.id} sort=${paged.sort} onSort=${paged.setSort} rowClass=${(f) => (f.id === selected?.id ? 'selected' : '')} />` : html`<p>Loading…</p>`}
+    ${paged.page ? html`<${SortTable} label="Flows" columns=${columns} rows=${paged.page.items} rowKey=${(f) => f.id} sort=${paged.sort} onSort=${paged.setSort} rowClass=${(f) => (f.id === selected?.id ? 'selected' : '')} />` : html`<${Loading} error=${paged.error} />`}
     <${Pager} paged=${paged} />
     ${selected ? html`<${Streams} key=${selected.id} flow=${selected} admin=${admin} />` : html`<p class="hint">Pick a flow's slug to see its streams.</p>`}
   </section>`;

@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { acp } from './api.js';
-import { ErrorLine, fmt, POLL_MS, SortTable, usePoll } from './ui.js';
+import { ErrorLine, fmt, Loading, POLL_MS, SortTable, usePoll } from './ui.js';
 
 const ROLES = ['viewer', 'operator', 'admin'];
 
@@ -147,7 +147,7 @@ export function OperatorsPage({ me }) {
             rowKey=${(o) => `${o.source}:${o.name}:${o.created_at ?? ''}`}
             rowClass=${(o) => (o.revoked_at ? 'muted-row' : '')}
           />`
-        : html`<p>Loading…</p>`
+        : html`<${Loading} error=${error} />`
     }
     <p class="hint">Operators from the configuration (<code>acp.operators</code>) are changed there. You cannot revoke your own token; another admin can.</p>
   </section>`;

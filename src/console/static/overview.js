@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
-import { AsOf, Card, fmt, Row, SortTable } from './ui.js';
+import { AsOf, Card, fmt, Loading, Row, SortTable } from './ui.js';
 
 const COLOURS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2'];
 
@@ -184,7 +184,7 @@ function Nodes({ cluster, at, current, serverId }) {
 
 export function OverviewPage({ me, live }) {
   const m = live.metrics;
-  if (!m) return html`<p>Loading…</p>`;
+  if (!m) return html`<${Loading} error=${live.error ?? live.staleSince} />`;
   const { xs, rate, clientErrors, serverErrors, routes, p95 } = series(live.history);
   const leader = live.cluster?.leader_id;
   return html`<section aria-label="Overview">

@@ -1,6 +1,6 @@
 import { html } from 'htm/preact';
 import { acp } from './api.js';
-import { ErrorLine, POLL_MS, usePoll } from './ui.js';
+import { ErrorLine, Loading, POLL_MS, usePoll } from './ui.js';
 
 const LEVEL_KEY = 'sluice.task_p95_ms';
 /** The range the API accepts for `task_p95_ms`. */
@@ -21,7 +21,7 @@ export const fetchProcedures = (level) => acp('/acp/system/procedures', { task_p
 /** The seven operator procedures (CONTRACT §9) with this node's verdicts, as `sluice doctor` judges them. */
 export function ProceduresPage({ me }) {
   const [report, error] = usePoll(() => fetchProcedures(taskLevel(me)), POLL_MS);
-  if (!report) return html`<${ErrorLine} error=${error} /><p>Loading…</p>`;
+  if (!report) return html`<${ErrorLine} error=${error} /><${Loading} error=${error} />`;
   return html`<section aria-label="Operator procedures">
     <h2>Operator procedures</h2>
     <p class="hint">

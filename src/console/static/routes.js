@@ -1,5 +1,5 @@
 import { html } from 'htm/preact';
-import { fmt, SortTable } from './ui.js';
+import { fmt, Loading, SortTable } from './ui.js';
 
 const recentServerErrors = (r) => r.recent?.server_errors ?? 0;
 const recentClientErrors = (r) => (r.recent ? r.recent.errors - r.recent.server_errors : 0);
@@ -10,7 +10,7 @@ const recentClientErrors = (r) => (r.recent ? r.recent.errors - r.recent.server_
  */
 export function RoutesPage({ live }) {
   const controllers = live.metrics?.controllers;
-  if (!controllers) return html`<p>Loading…</p>`;
+  if (!controllers) return html`<${Loading} error=${live.error ?? live.staleSince} />`;
   const rows = Object.entries(controllers).map(([route, e]) => ({ route, ...e }));
   const columns = [
     { key: 'route', label: 'Route', sort: (r) => r.route, render: (r) => html`<code>${r.route}</code>` },

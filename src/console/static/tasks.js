@@ -2,7 +2,7 @@ import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { acp, can } from './api.js';
 import { fetchProcedures, setTaskLevel, taskLevel, validLevel } from './procedures.js';
-import { ErrorLine, fmt, POLL_MS, SortTable, usePoll } from './ui.js';
+import { ErrorLine, fmt, Loading, POLL_MS, SortTable, usePoll } from './ui.js';
 
 /** The last failed HTTP calls of one task (operator role), secrets already masked by the node. */
 function HttpFailures({ task, onClose }) {
@@ -32,7 +32,7 @@ function HttpFailures({ task, onClose }) {
                   <td data-label="Payload"><code>${f.request_body ?? ''}</code></td>
                 </tr>`,
               )}</tbody></table></div>`
-        : html`<p>Loading…</p>`
+        : html`<${Loading} error=${error} />`
     }
   </section>`;
 }
@@ -59,7 +59,8 @@ export function TasksPage({ me, live }) {
         }
       }} />
   </form>`;
-  if (!data) return html`<h2>Cron tasks</h2>${levelForm}<${ErrorLine} error=${error} /><p>Loading…</p>`;
+  if (!data)
+    return html`<h2>Cron tasks</h2>${levelForm}<${ErrorLine} error=${error} /><${Loading} error=${error} />`;
   const [tasks, report] = data;
   const flagged = (key) =>
     new Set(

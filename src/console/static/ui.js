@@ -99,6 +99,12 @@ export function useFlowNames() {
   };
 }
 
+/**
+ * What stands where data will be: "Loading…" while the first read is on its way, nothing once it
+ * failed (the error line beside it says why, and live reads try again by themselves).
+ */
+export const Loading = ({ error }) => (error ? null : html`<p>Loading…</p>`);
+
 export const ErrorLine = ({ error }) =>
   error
     ? html`<p class="error" role="alert">
