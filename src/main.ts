@@ -17,7 +17,7 @@ import {
 } from './acp/index.ts';
 import { AuditTrail } from './audit/index.ts';
 import { Authenticator, AuthLimiter, bootstrapAdmin, OperatorDirectory } from './auth/index.ts';
-import { ClickDescriber, ClickLog, UniquenessExchange } from './clicks/index.ts';
+import { ClickDescriber, ClickLog, UniquenessExchange, visitorSecret } from './clicks/index.ts';
 import { type LeaderElection, LocalElection, NodeHeartbeat, PostgresElection } from './cluster/index.ts';
 import {
   type Config,
@@ -295,6 +295,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     const clickDescriber = new ClickDescriber({
       clock,
       userAgentCacheMax: config.routing.user_agent_cache_max,
+      visitorSecret: await visitorSecret(config.clicks.visitor_key_secret, storage),
       uniquenessTtlHours: config.routing.uniqueness_ttl_hours,
       uniquenessMaxEntries: config.routing.uniqueness_max_entries,
       shareUniqueness: true,

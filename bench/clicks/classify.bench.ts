@@ -19,9 +19,10 @@ import {
   visitorKey,
   visitorKeyOf,
 } from '../../src/clicks/index.ts';
+
 import { systemClock } from '../../src/time/index.ts';
 import { seeded } from '../../test/helpers/random.ts';
-import { USER_AGENT_MIX, USER_AGENTS } from '../../test/helpers/user-agents.ts';
+import { USER_AGENT_MIX, USER_AGENTS, VISITOR_SECRET } from '../../test/helpers/user-agents.ts';
 
 const ROUNDS = 11;
 const N = 200_000;
@@ -56,7 +57,7 @@ const REQUESTS = Array.from({ length: 1000 }, (_, i) => {
     flow: `flow-${i % 50}`,
     method: i % 97 === 0 ? 'HEAD' : 'GET',
     headers,
-    seed: userAgentSeed(headers['user-agent']!),
+    seed: userAgentSeed(headers['user-agent']!, VISITOR_SECRET),
     address: i % 10 === 0 ? `2001:db8:${i % 300}::${i}` : `198.51.${i % 200}.${(i * 7) % 250}`,
     query,
   };
@@ -65,6 +66,7 @@ const REQUESTS = Array.from({ length: 1000 }, (_, i) => {
 const options = {
   clock: systemClock,
   userAgentCacheMax: 10_000,
+  visitorSecret: VISITOR_SECRET,
   uniquenessTtlHours: 24,
   uniquenessMaxEntries: 1_000_000,
   shareUniqueness: true,
@@ -80,7 +82,7 @@ const window = new UniquenessWindow({
 });
 const FLOWS = Array.from({ length: 50 }, (_, i) => `flow-${i}`);
 const keys = Array.from({ length: 100_000 }, (_, i) =>
-  visitorKey(`198.51.${i >> 8}.${i & 255}`, USER_AGENTS.safariIphone),
+  visitorKey(`198.51.${i >> 8}.${i & 255}`, USER_AGENTS.safariIphone, VISITOR_SECRET),
 );
 
 let sink = 0;
@@ -126,12 +128,12 @@ const cases: Record<string, { n: number; run: (n: number) => void }> = {
       }
     },
   },
-  'visitor key from the raw pair (SHA-256 + mix)': {
+  'visitor key from the raw pair (HMAC-SHA-256 + mix)': {
     n: N,
     run: (n) => {
       for (let i = 0; i < n; i++) {
         const r = REQUESTS[i % REQUESTS.length]!;
-        sink += visitorKey(r.address, r.headers['user-agent']) & 1;
+        sink += visitorKey(r.address, r.headers['user-agent'], VISITOR_SECRET) & 1;
       }
     },
   },
@@ -164,7 +166,7 @@ for (const [name, xs] of times)
 const hit = med.get('describe(), realistic mix, user agent cached')!;
 console.log(
   `ratios: miss / hit ${(med.get('describe(), user agent never seen (parse)')! / hit).toFixed(1)}×; ` +
-    `visitor key per click / from the raw pair ${(med.get('visitor key, user agent seed cached (per click)')! / med.get('visitor key from the raw pair (SHA-256 + mix)')!).toFixed(2)}×; ` +
+    `visitor key per click / from the raw pair ${(med.get('visitor key, user agent seed cached (per click)')! / med.get('visitor key from the raw pair (HMAC-SHA-256 + mix)')!).toFixed(2)}×; ` +
     `click id / randomUUID ${(med.get('click id')! / med.get('randomUUID() (yardstick)')!).toFixed(2)}×; ` +
     `visitor key per click / a cached describe ${((100 * med.get('visitor key, user agent seed cached (per click)')!) / hit).toFixed(0)} %`,
 );
@@ -174,10 +176,10 @@ console.log(
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (gc) {
-  // Weighs (flow, visitor) pairs as the hot path makes them: keys from visitorKey(), 50 flows.
+  // Weighs (flow, visitor) pairs as the hot path makes them: keys from visitorKey(, VISITOR_SECRET), 50 flows.
   const COUNT = 1_000_000;
   const made = Array.from({ length: COUNT }, (_, i) =>
-    visitorKey(`10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`, 'ua'),
+    visitorKey(`10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`, 'ua', VISITOR_SECRET),
   );
   const flows = Array.from(
     { length: 50 },

@@ -55,6 +55,8 @@ export interface ClickDescriberOptions {
   clock: Clock;
   /** `routing.user_agent_cache_max`. */
   userAgentCacheMax: number;
+  /** The deployment's visitor-key secret ({@link visitorSecret}). */
+  visitorSecret: string;
   /** `routing.uniqueness_ttl_hours`. */
   uniquenessTtlHours: number;
   /** `routing.uniqueness_max_entries`. */
@@ -78,7 +80,7 @@ export class ClickDescriber {
 
   constructor(options: ClickDescriberOptions) {
     this.ids = new ClickIdGenerator(options.clock);
-    this.userAgents = new UserAgentClassifier(options.userAgentCacheMax);
+    this.userAgents = new UserAgentClassifier(options.userAgentCacheMax, options.visitorSecret);
     this.uniqueness = new UniquenessWindow({
       clock: options.clock,
       ttlHours: options.uniquenessTtlHours,

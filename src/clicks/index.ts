@@ -33,3 +33,4 @@ export {
   type UserAgentInfo,
 } from './user-agent.ts';
 export { userAgentSeed, visitorKey, visitorKeyOf } from './visitor-key.ts';
+export { VISITOR_SECRET_NAME, visitorSecret } from './visitor-secret.ts';

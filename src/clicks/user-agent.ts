@@ -27,14 +27,6 @@ export const USER_AGENT_MAX_CHARS = 1024;
 /** A name longer than this is cut: bowser's last resort names a browser after the user agent's first token. */
 const NAME_MAX_CHARS = 64;
 
-const EMPTY: UserAgentInfo = Object.freeze({
-  device_type: 'other',
-  os: null,
-  browser: null,
-  is_bot: true,
-  visitor_seed: userAgentSeed(''),
-});
-
 function name(raw: string | undefined): string | null {
   if (!raw) return null;
   const clean = withoutControls(raw).trim().slice(0, NAME_MAX_CHARS);
@@ -45,16 +37,26 @@ function deviceType(platform: string | undefined): DeviceType {
   return platform === 'desktop' || platform === 'mobile' || platform === 'tablet' ? platform : 'other';
 }
 
-/** Parses one user agent; no cache. Bowser for device, OS and browser, `isbot` for bots. */
-export function parseUserAgent(ua: string): UserAgentInfo {
-  if (ua.length === 0) return EMPTY;
+/**
+ * Parses one user agent; no cache. Bowser for device, OS and browser, `isbot` for bots; the
+ * visitor seed keyed by `visitorSecret` (src/clicks/visitor-key.ts).
+ */
+export function parseUserAgent(ua: string, visitorSecret: string): UserAgentInfo {
+  if (ua.length === 0)
+    return Object.freeze({
+      device_type: 'other',
+      os: null,
+      browser: null,
+      is_bot: true,
+      visitor_seed: userAgentSeed('', visitorSecret),
+    });
   const r = Bowser.parse(ua);
   return Object.freeze({
     device_type: deviceType(r.platform.type),
     os: name(r.os.name),
     browser: name(r.browser.name),
     is_bot: isbot(ua),
-    visitor_seed: userAgentSeed(ua),
+    visitor_seed: userAgentSeed(ua, visitorSecret),
   });
 }
 
@@ -66,10 +68,15 @@ export function parseUserAgent(ua: string): UserAgentInfo {
  */
 export class UserAgentClassifier {
   readonly #cache: LRUCache<string, UserAgentInfo>;
+  readonly #secret: string;
+  readonly #empty: UserAgentInfo;
   #misses = 0;
 
-  constructor(maxEntries: number) {
+  /** @param visitorSecret the deployment's visitor-key secret (src/clicks/visitor-secret.ts) */
+  constructor(maxEntries: number, visitorSecret: string) {
     this.#cache = new LRUCache({ max: maxEntries });
+    this.#secret = visitorSecret;
+    this.#empty = parseUserAgent('', visitorSecret);
   }
 
   /**
@@ -77,12 +84,12 @@ export class UserAgentClassifier {
    * whatever else is true (§11). The HEAD answer is the cached one with `is_bot` set.
    */
   classify(method: string, userAgent: string | undefined): UserAgentInfo {
-    if (userAgent === undefined || userAgent.length === 0) return EMPTY;
+    if (userAgent === undefined || userAgent.length === 0) return this.#empty;
     const ua = userAgent.length > USER_AGENT_MAX_CHARS ? head(userAgent) : userAgent;
     let info = this.#cache.get(ua);
     if (info === undefined) {
       this.#misses++;
-      info = parseUserAgent(ua);
+      info = parseUserAgent(ua, this.#secret);
       this.#cache.set(ua, info);
     }
     return method === 'HEAD' && !info.is_bot ? headOf(info) : info;

@@ -1,23 +1,33 @@
-import { hash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { canonicalAddress } from './request-facts.ts';
 
 /**
  * The visitor key of §11: a hash of the client address and the user agent, never the raw pair,
- * the same on every node (nothing node-local goes in). A 52-bit number, so it is a `Map` key with
- * no string behind it and a BIGINT (or SQLite INTEGER) when nodes share it through storage.
+ * the same on every node that shares a database (nothing node-local goes in). A 52-bit number, so
+ * it is a `Map` key with no string behind it and a BIGINT (or SQLite INTEGER) when nodes share it
+ * through storage.
  *
- * Two steps, because a hash per click through `node:crypto` costs ~0.5–0.9 µs, a third of
- * describing a click: the user agent's share is SHA-256 once per distinct user agent
+ * Keyed by the deployment's visitor-key secret (`clicks.visitor_key_secret`, or one made once and
+ * kept in the database: src/clicks/visitor-secret.ts). Unkeyed, the key of a stored sighting gave
+ * the whole client address back: the click beside it has the /24 and the browser, so 256 guesses
+ * times a few user agents found it (a security review did, in 0.4 s) — and §11 keeps the address
+ * only as a prefix.
+ *
+ * Two steps, because a hash per click through `node:crypto` costs ~0.5–2.7 µs, up to a whole
+ * description of a click: the user agent's share is HMAC-SHA-256 once per distinct user agent
  * ({@link userAgentSeed}, kept in the user-agent cache), and each click only mixes its address
  * (IPv4-mapped IPv6 as IPv4, so a dual-stack socket does not make a new visitor) into that seed
- * with two independent 32-bit multiply–xorshift lanes and a murmur3 finaliser (~30 ns).
+ * with two independent 32-bit multiply–xorshift lanes and a murmur3 finaliser (~30 ns). That mix
+ * can be undone: whoever reads the sightings and knows one visitor's address and exact user agent
+ * learns that user agent's seed, and with it the addresses of the others who sent the same one
+ * (docs/clicks.md says so).
  *
  * Collisions: two of n visitors of one flow in one window share a key with a chance of about
  * n² / 2^53 — 1 in 9,000 for a million visitors, 1 in 90 for ten million; the cost of one is one
  * unique not counted.
  */
-export function userAgentSeed(userAgent: string): number {
-  const digest = hash('sha256', userAgent, 'buffer') as Buffer;
+export function userAgentSeed(userAgent: string, secret: string): number {
+  const digest = createHmac('sha256', secret).update(userAgent).digest();
   return digest.readUIntBE(0, 6) * 16 + (digest[6]! >> 4); // 52 bits
 }
 
@@ -45,6 +55,10 @@ export function visitorKeyOf(address: string | undefined, seed: number): number 
 }
 
 /** The visitor key from the raw pair (what the describer gets from its cache in two steps). */
-export function visitorKey(address: string | undefined, userAgent: string | undefined): number {
-  return visitorKeyOf(address, userAgentSeed(userAgent ?? ''));
+export function visitorKey(
+  address: string | undefined,
+  userAgent: string | undefined,
+  secret: string,
+): number {
+  return visitorKeyOf(address, userAgentSeed(userAgent ?? '', secret));
 }

@@ -170,6 +170,9 @@ export const ConfigSchema = Type.Object(
         retention_days: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
         // About 290 bytes of heap a click (docs/clicks.md): 200,000 clicks are ~60 MB at most.
         buffer_max: Type.Integer({ minimum: 1000, maximum: 10_000_000, default: 200_000 }),
+        // The visitor key's secret (§11, src/clicks/visitor-secret.ts), the same on every node;
+        // absent: one made once and kept in the database.
+        visitor_key_secret: Type.Optional(Type.String({ minLength: 16, maxLength: 1024, secret: true })),
       },
       strict,
     ),

@@ -670,4 +670,12 @@ export const MIGRATIONS: readonly Migration[] = [
     sqlite: `CREATE TABLE deleted_flows (id TEXT PRIMARY KEY, currency TEXT NOT NULL);`,
     postgres: `CREATE TABLE deleted_flows (id TEXT COLLATE "C" PRIMARY KEY, currency TEXT NOT NULL);`,
   },
+  {
+    version: 17,
+    name: 'deployment secrets',
+    // Secrets every node sharing the database must agree on and no configuration gave: the
+    // visitor key's (src/clicks/visitor-secret.ts). Made by the first node that needs one.
+    sqlite: `CREATE TABLE deployment_secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL, created_at TEXT NOT NULL);`,
+    postgres: `CREATE TABLE deployment_secrets (name TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL, created_at TIMESTAMPTZ NOT NULL);`,
+  },
 ];

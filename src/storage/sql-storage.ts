@@ -127,6 +127,18 @@ export class SqlStorage implements Storage {
     await this.#b.exec.all('SELECT 1 AS ok');
   }
 
+  async secret(name: string, make: () => string): Promise<string> {
+    await this.#b.exec.run(
+      'INSERT INTO deployment_secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING',
+      [name, make(), new Date(this.#clock.now()).toISOString()],
+    );
+    const rows = await this.#b.exec.all<{ value: unknown }>(
+      'SELECT value FROM deployment_secrets WHERE name = ?',
+      [name],
+    );
+    return String(rows[0]!.value);
+  }
+
   addCounters(batch: CounterBatch): Promise<boolean> {
     return this.#b.writer?.addCounters(batch) ?? addCounters(this.#guard, batch);
   }

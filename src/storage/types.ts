@@ -590,6 +590,11 @@ export interface Storage {
   /** Resolves when the database answers a trivial query. */
   ping(): Promise<void>;
   /**
+   * The deployment secret kept under `name`: the one stored, or `make()`'s, stored now if no node
+   * stored one first (every node sharing the database gets the same). Never logged or shown.
+   */
+  secret(name: string, make: () => string): Promise<string>;
+  /**
    * Adds counter deltas atomically in a fixed number of round trips whatever the batch's size;
    * ids of streams or flows deleted meanwhile are dropped, never an error. Idempotent by batch id:
    * false when that batch had been applied before and nothing was written now.

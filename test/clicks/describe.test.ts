@@ -2,12 +2,13 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CLICK_ID_RE, ClickDescriber, SUB_FIELDS } from '../../src/clicks/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
-import { USER_AGENTS as UA } from '../helpers/user-agents.ts';
+import { USER_AGENTS as UA, VISITOR_SECRET } from '../helpers/user-agents.ts';
 
 const describer = (clock = new ManualClock()) =>
   new ClickDescriber({
     clock,
     userAgentCacheMax: 100,
+    visitorSecret: VISITOR_SECRET,
     uniquenessTtlHours: 24,
     uniquenessMaxEntries: 1000,
     shareUniqueness: false,

@@ -16,6 +16,7 @@ import { ManualClock } from '../../src/time/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
 import { until } from '../helpers/until.ts';
+import { VISITOR_SECRET } from '../helpers/user-agents.ts';
 import { BACKENDS, type Opened } from '../storage/backends.ts';
 
 const CHROME =
@@ -23,7 +24,7 @@ const CHROME =
 
 const silent = pino({ level: 'silent' });
 const HOUR = 3_600_000;
-const v = (name: string) => visitorKey(name, 'exchange-test');
+const v = (name: string) => visitorKey(name, 'exchange-test', VISITOR_SECRET);
 
 /** One node's share of uniqueness: its window and its exchange, on its own storage connection. */
 function nodeOf(name: string, storage: Storage, clock: ManualClock, maxEntries = 1000, openPageRows = 3) {

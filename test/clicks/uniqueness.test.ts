@@ -3,10 +3,11 @@ import { describe, test } from 'node:test';
 import { type SeenVisitor, UniquenessWindow, visitorKey } from '../../src/clicks/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
 import { seeded } from '../helpers/random.ts';
+import { VISITOR_SECRET } from '../helpers/user-agents.ts';
 
 const HOUR = 3_600_000;
 /** A visitor key for a name, made the real way. */
-const v = (name: string) => visitorKey(name, 'test');
+const v = (name: string) => visitorKey(name, 'test', VISITOR_SECRET);
 const window = (
   clock: ManualClock,
   options: { maxEntries?: number; share?: boolean; ttlHours?: number } = {},

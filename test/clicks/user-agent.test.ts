@@ -7,7 +7,7 @@ import {
   type UserAgentInfo,
 } from '../../src/clicks/index.ts';
 import { DEVICE_TYPES } from '../../src/storage/index.ts';
-import { USER_AGENTS as UA } from '../helpers/user-agents.ts';
+import { USER_AGENTS as UA, VISITOR_SECRET } from '../helpers/user-agents.ts';
 
 /** What a click shows of a classification (the visitor seed has tests of its own). */
 const shown = ({ visitor_seed: _, ...rest }: UserAgentInfo) => rest;
@@ -34,7 +34,7 @@ describe('user agent classification (§11, §13)', () => {
   ];
   for (const [name, device, os, browser, bot] of cases) {
     test(`${name}: ${device}, ${os}, ${browser}${bot ? ', bot' : ''}`, () => {
-      const info = new UserAgentClassifier(100).classify('GET', UA[name]);
+      const info = new UserAgentClassifier(100, VISITOR_SECRET).classify('GET', UA[name]);
       assert.deepEqual(
         shown(info),
         { device_type: device, os, browser, is_bot: bot },
@@ -44,7 +44,7 @@ describe('user agent classification (§11, §13)', () => {
   }
 
   test('an absent or empty user agent is a bot with nothing known', () => {
-    const c = new UserAgentClassifier(100);
+    const c = new UserAgentClassifier(100, VISITOR_SECRET);
     for (const ua of [undefined, '']) {
       assert.deepEqual(shown(c.classify('GET', ua)), {
         device_type: 'other',
@@ -57,7 +57,7 @@ describe('user agent classification (§11, §13)', () => {
   });
 
   test('HEAD is a bot whatever the user agent says; the device is still read', () => {
-    const c = new UserAgentClassifier(100);
+    const c = new UserAgentClassifier(100, VISITOR_SECRET);
     const head = c.classify('HEAD', UA.safariIphone);
     assert.deepEqual(shown(head), { device_type: 'mobile', os: 'iOS', browser: 'Safari', is_bot: true });
     assert.equal(c.classify('GET', UA.safariIphone).is_bot, false, 'the cached entry is not changed by HEAD');
@@ -65,7 +65,7 @@ describe('user agent classification (§11, §13)', () => {
   });
 
   test('parsed once per distinct user agent: repeats are answered from the cache, the same object', () => {
-    const c = new UserAgentClassifier(100);
+    const c = new UserAgentClassifier(100, VISITOR_SECRET);
     const first = c.classify('GET', UA.chromeWindows);
     for (let i = 0; i < 50; i++) {
       assert.equal(c.classify('GET', UA.chromeWindows), first);
@@ -77,7 +77,7 @@ describe('user agent classification (§11, §13)', () => {
   });
 
   test('the cache is bounded: distinct user agents beyond its size evict the least recently used', () => {
-    const c = new UserAgentClassifier(10);
+    const c = new UserAgentClassifier(10, VISITOR_SECRET);
     for (let i = 0; i < 1000; i++) c.classify('GET', `${UA.chromeWindows} build/${i}`);
     assert.equal(c.size, 10);
     assert.equal(c.misses, 1000);
@@ -88,7 +88,7 @@ describe('user agent classification (§11, §13)', () => {
   });
 
   test('a huge user agent is read up to its cap; one entry per distinct capped prefix', () => {
-    const c = new UserAgentClassifier(10);
+    const c = new UserAgentClassifier(10, VISITOR_SECRET);
     const long = `${UA.safariIphone} ${'x'.repeat(20_000)}`;
     assert.equal(c.classify('GET', long).device_type, 'mobile');
     assert.equal(c.classify('GET', `${long}yyy`).device_type, 'mobile');
@@ -98,10 +98,10 @@ describe('user agent classification (§11, §13)', () => {
 
   test('names come out printable and short, whatever the user agent carries', () => {
     // Bowser's last resort names the browser after the first token of an unknown user agent.
-    const info = parseUserAgent(`Weird\u0085${'A'.repeat(200)}/1.0 (thing)`);
+    const info = parseUserAgent(`Weird\u0085${'A'.repeat(200)}/1.0 (thing)`, VISITOR_SECRET);
     assert.equal(info.browser, `Weird${'A'.repeat(59)}`, 'the C1 control removed, cut at 64 characters');
     for (const ua of ['/', ' ', '()', ';;;', '\t', 'Mozilla/5.0', '\u00ff\u00fe']) {
-      const r = parseUserAgent(ua);
+      const r = parseUserAgent(ua, VISITOR_SECRET);
       assert.ok(DEVICE_TYPES.includes(r.device_type), ua);
     }
   });

@@ -56,3 +56,6 @@ export const USER_AGENT_MIX: readonly [string, number][] = [
   [USER_AGENTS.googlebot, 2],
   [USER_AGENTS.curl, 1],
 ];
+
+/** A visitor-key secret for tests that make visitor keys (src/clicks/visitor-secret.ts). */
+export const VISITOR_SECRET = 'test-visitor-key-secret';

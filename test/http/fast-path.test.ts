@@ -14,6 +14,7 @@ import { createLogger, Telemetry } from '../../src/telemetry/index.ts';
 import { systemClock } from '../../src/time/index.ts';
 import { LogCapture, UUID } from '../helpers/node.ts';
 import { seeded } from '../helpers/random.ts';
+import { VISITOR_SECRET } from '../helpers/user-agents.ts';
 
 /** Sends one raw request and returns the raw answer (head and body) as the server wrote it. */
 function raw(port: number, request: string): Promise<string> {
@@ -151,6 +152,7 @@ describe('the fast path answers exactly what the fastify route answers', () => {
       const describer = new ClickDescriber({
         clock: systemClock,
         userAgentCacheMax: 100,
+        visitorSecret: VISITOR_SECRET,
         uniquenessTtlHours: 24,
         uniquenessMaxEntries: 1000,
         shareUniqueness: false,

@@ -44,6 +44,29 @@ for (const backend of BACKENDS) {
       await storage.ping();
     });
 
+    it('a deployment secret is made by the first caller and then the same for every node', async () => {
+      let made = 0;
+      const make = (v: string) => () => {
+        made++;
+        return v;
+      };
+      const other = reopen();
+      try {
+        // Two nodes asking at once (PostgreSQL's case) agree on one of the two.
+        const [x, y] = await Promise.all([
+          storage.secret('race', make('x')),
+          other.secret('race', make('y')),
+        ]);
+        assert.equal(x, y);
+        assert.ok(x === 'x' || x === 'y');
+        assert.equal(await other.secret('race', make('z')), x, 'kept: a later make is not stored');
+        assert.equal(await storage.secret('other-name', make('w')), 'w');
+        assert.equal(made, 4);
+      } finally {
+        await other.close();
+      }
+    });
+
     it('a database a newer Sluice migrated is refused before anything is written', async () => {
       const { sql } = opened;
       await sql().run('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)', [
