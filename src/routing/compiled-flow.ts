@@ -340,8 +340,8 @@ function macroValue(stream: RoutableStream, k: number, v: MacroValues): string {
 /**
  * `location` with the incoming query string appended to its own (flow `forward_query`, §14):
  * after `&` when it has a query, `?` when not, before its fragment. `query` is the raw query
- * string as received (without `?`); characters a `Location` header cannot carry are
- * percent-encoded.
+ * string as received (without `?`), in the target's normalised form (§14): what WHATWG's URL
+ * serialisation encodes in a query is percent-encoded, the rest kept as sent.
  */
 export function withForwardedQuery(location: string, query: string): string {
   if (query.length === 0) return location;
@@ -353,15 +353,17 @@ export function withForwardedQuery(location: string, query: string): string {
 }
 
 /**
- * Visible ASCII as it is; anything else percent-encoded. Node reads the request line as latin1,
- * so each character is one byte the client sent (space and controls never get this far: the
- * HTTP parser refuses them), and `%XX` of it restores that byte. Existing escapes are kept.
+ * Visible ASCII as it is but for what WHATWG's special-query percent-encode set holds (`"`, `#`,
+ * `'`, `<`, `>`; `#` would also start a fragment); anything else percent-encoded. Node reads the
+ * request line as latin1, so each character is one byte the client sent (space and controls never
+ * get this far: the HTTP parser refuses them), and `%XX` of it restores that byte. Existing
+ * escapes are kept.
  */
 function headerSafe(s: string): string {
   let out: string | undefined;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    if (c > 0x20 && c < 0x7f) {
+    if (c > 0x20 && c < 0x7f && c !== 0x22 && c !== 0x23 && c !== 0x27 && c !== 0x3c && c !== 0x3e) {
       if (out !== undefined) out += s[i];
     } else {
       out ??= s.slice(0, i);

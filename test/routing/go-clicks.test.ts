@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { CLICK_ID_RE } from '../../src/clicks/index.ts';
 import type { FlowRecord, Page, StreamRecord } from '../../src/storage/index.ts';
@@ -221,6 +222,25 @@ for (const backend of BACKENDS) {
       );
       const plain = await go('fwd', {});
       assert.equal(plain.headers.get('location'), 'https://x.test/other/?kw=&b=&q=#frag');
+      // Sent raw (fetch would encode them itself): what a query may not hold in WHATWG's
+      // serialisation is encoded, the rest kept as sent (a security review found `"<>'` raw).
+      const raw = 'z=a"b<>\'`{}|^~&y=%41';
+      const location = await new Promise<string | undefined>((resolve, reject) => {
+        const { hostname, port } = new URL(t.url);
+        const req = request({ hostname, port, path: `/go/fwd?${raw}` }, (r) => {
+          r.resume();
+          resolve(r.headers.location);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      const expected = new URL(`https://x.test/other/?kw=&b=&q=&${raw}#frag`);
+      assert.equal(location, expected.href);
+      assert.equal(
+        expected.search,
+        '?kw=&b=&q=&z=a%22b%3C%3E%27`{}|^~&y=%41',
+        'the oracle encodes what it should',
+      );
 
       const off = await call<FlowRecord>('/acp/traffic-flows/update', { id: flow.id, forward_query: false });
       assert.equal(off.forward_query, false);
