@@ -5,7 +5,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { Value, type ValueError } from '@sinclair/typebox/value';
 import { Cron } from 'croner';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
-import { isSecretKey } from './redact.ts';
+import { isSecretKey, Redactor } from './redact.ts';
 import { type Config, ConfigSchema, CronTaskSchema, DEFAULT_TASKS } from './schema.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
@@ -198,8 +198,13 @@ function explain(e: ValueError): string {
   if (e.message === 'Unexpected property')
     return 'unknown key; expected no such key (see docs/configuration.md)';
   // A secret is not quoted even when it is wrong: the message goes to the terminal and the logs.
+  // Nor are a URL's credentials, wherever the URL stands (`cluster.advertise_url: ftp://u:pw@h`).
   const got =
-    e.value === undefined ? 'nothing' : isSecretKey(e.path) ? 'a value not shown (secret)' : shown(e.value);
+    e.value === undefined
+      ? 'nothing'
+      : isSecretKey(e.path)
+        ? 'a value not shown (secret)'
+        : shown(typeof e.value === 'string' ? REFUSAL_REDACTOR.text(e.value) : e.value);
   if (e.value === undefined) return `required key is missing; expected ${describe(e.schema)}`;
   const infinite = typeof e.value === 'number' && !Number.isFinite(e.value);
   return `expected ${describe(e.schema)}, got ${got}${infinite ? ', not a finite number' : ''}`;
@@ -219,6 +224,11 @@ function shown(value: unknown): string {
       .join(',')}}`;
   return JSON.stringify(value) ?? String(value);
 }
+
+/** The default rule of what a URL may show: a refusal comes before the configuration's own rule. */
+const REFUSAL_REDACTOR = new Redactor({
+  secretQueryParams: ConfigSchema.properties.http_client.properties.secret_query_params.default,
+});
 
 function checkSemantics(c: Config, sourceOf: (key: string) => string, isSet: (key: string) => boolean) {
   const fail = (key: string, what: string): never => {
@@ -262,6 +272,22 @@ function checkSemantics(c: Config, sourceOf: (key: string) => string, isSet: (ke
       'cluster.renew_interval_ms',
       `expected less than a third of cluster.forget_after_ms (${told('cluster.forget_after_ms', forget)})`,
     );
+  }
+  // Every ACP viewer sees the advertised address (the node list, cluster metrics, the configuration
+  // view, `sluice doctor`), every visitor the fallback: neither is a place for a user or password.
+  for (const [key, url, seen] of [
+    ['cluster.advertise_url', c.cluster.advertise_url, 'every ACP viewer sees it'],
+    ['routing.fallback_url', c.routing.fallback_url, 'every visitor sent there sees it'],
+  ] as const) {
+    if (url === undefined) continue;
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(url);
+    } catch {
+      fail(key, 'expected an absolute http(s) URL');
+    }
+    if (parsed?.username || parsed?.password)
+      fail(key, `must not carry credentials (${seen}); expected an http(s) URL without user:password@`);
   }
   if (c.storage.driver === 'postgres' && !c.storage.postgres.url) {
     fail(
