@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { ApiError } from '../errors/index.ts';
@@ -41,16 +41,35 @@ export interface SqliteOptions {
 }
 
 /**
+ * The database's folder and file are created readable by their owner alone (0700, 0600): the file
+ * holds clicks, conversions, the audit log and operators' token hashes, and SQLite gives its `-wal`
+ * and `-shm` files the main file's mode, so the file is made before SQLite opens it. Existing ones
+ * keep the mode they have (an operator may have chosen it).
+ */
+const PRIVATE_DIR = 0o700;
+const PRIVATE_FILE = 0o600;
+
+function createFilePrivately(path: string): void {
+  try {
+    // Exclusive: an existing file is not opened at all (a read-only one stays as it is).
+    closeSync(openSync(path, 'wx', PRIVATE_FILE));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+}
+
+/**
  * Embedded storage on `node:sqlite`, WAL mode so the CLI can write (e.g. revoke an operator) while
  * a node reads. One node per file: invalidation is local, so `publish` has nobody else to tell.
  */
 export function openSqlite(path: string, clock: Clock, options: SqliteOptions = {}): SqlStorage {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const file = path !== ':memory:';
+  if (file) mkdirSync(dirname(path), { recursive: true, mode: PRIVATE_DIR });
   // An in-memory database has no file to share with another thread.
   const writeThread = file && options.writeThread === true;
   let db: DatabaseSync;
   try {
+    if (file) createFilePrivately(path);
     db = new DatabaseSync(path);
     // With a writer thread the node's connection waits for it on a timer (SqliteExecutor), never
     // in SQLite's busy handler, which sleeps on the event loop.
