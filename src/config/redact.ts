@@ -11,6 +11,14 @@ export const ALWAYS_REDACTED_HEADERS: readonly string[] = [
   'proxy-authorization',
 ];
 
+/**
+ * Query (and fragment) parameter names whose values are never shown, whatever the configuration
+ * says, on top of `http_client.secret_query_params`: any name (lower-cased) that contains one of
+ * these (`client_secret`, `private_token`, `x-api-key`, `X-Amz-Signature`…). Exact names alone let
+ * every spelling the list did not foresee through.
+ */
+export const ALWAYS_SECRET_PARAM = /token|secret|passw(?:or)?d|api[-_]?key|signature/;
+
 /** What may be shown of a configuration value: nothing (`true`), or a URL without its secrets. */
 type SecretKind = true | 'url';
 
@@ -21,7 +29,8 @@ type SecretKind = true | 'url';
  * refused configuration's message. A secret becomes `[redacted]`, the same marker everywhere:
  *
  * - in a URL: the userinfo, and the value of each query or fragment parameter named in
- *   `http_client.secret_query_params` (case-insensitive); the rest stays as written;
+ *   `http_client.secret_query_params` or matching {@link ALWAYS_SECRET_PARAM} (case-insensitive);
+ *   the rest stays as written;
  * - in headers: Authorization, Cookie, Set-Cookie, Proxy-Authorization, those named in
  *   `http_client.redact_headers`, and a call's own secret headers (an `http.probe` task's);
  * - in free text (an error message): every URL in it, as above;
@@ -62,7 +71,7 @@ export class Redactor {
 
   /** `?a=1&token=x` → `?a=1&token=[redacted]` (same for a `#…` fragment). */
   #maskParams(part: string, lead: '?' | '#'): string {
-    if (part.length <= 1 || this.#params.size === 0) return part;
+    if (part.length <= 1) return part;
     const pairs = part.slice(1).split('&');
     let changed = false;
     for (let i = 0; i < pairs.length; i++) {
@@ -70,7 +79,8 @@ export class Redactor {
       const eq = pair.indexOf('=');
       if (eq < 0) continue;
       const name = pair.slice(0, eq);
-      if (this.#params.has(decodeName(name).toLowerCase())) {
+      const plain = decodeName(name).toLowerCase();
+      if (this.#params.has(plain) || ALWAYS_SECRET_PARAM.test(plain)) {
         pairs[i] = `${name}=${REDACTED}`;
         changed = true;
       }

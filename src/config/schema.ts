@@ -205,6 +205,8 @@ export const ConfigSchema = Type.Object(
         redact_headers: Type.Array(Type.String({ pattern: "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$" }), {
           default: [],
         }),
+        // Beside these, a name containing token, secret, password, passwd, api_key, api-key,
+        // apikey or signature is always secret (ALWAYS_SECRET_PARAM, redact.ts).
         secret_query_params: Type.Array(Type.String({ minLength: 1, maxLength: 128 }), {
           default: [
             'token',
@@ -217,6 +219,13 @@ export const ConfigSchema = Type.Object(
             'secret',
             'signature',
             'sig',
+            'pwd',
+            'pass',
+            'access_key',
+            'private_key',
+            'authorization',
+            'jwt',
+            'hmac',
           ],
         }),
         recent_failures: Type.Integer({ minimum: 0, maximum: 10_000, default: 50 }),

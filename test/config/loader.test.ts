@@ -286,6 +286,42 @@ describe('the one redaction rule (Redactor)', () => {
     assert.equal(r.text('no url here: token=abc'), 'no url here: token=abc');
   });
 
+  test('the default rule masks the common secret parameter names, not only the exact few listed (a security review)', () => {
+    const names = [
+      'client_secret',
+      'private_token',
+      'x-api-key',
+      'api-key',
+      'access-token',
+      'access_token',
+      'pwd',
+      'signature',
+      'sig',
+      'auth',
+      'X-Amz-Signature',
+      'refresh_token',
+      'db_password',
+      'passwd',
+    ];
+    const query = names.map((n, i) => `${n}=S${i}`).join('&');
+    const { config } = load({
+      'config.m.yml': `cron:\n  tasks:\n    p:\n      kind: http.probe\n      schedule: '* * * * *'\n      execution_scope: all\n      url: "http://x.test/?${query}&q=kept"\n`,
+    });
+    const masked = `http://x.test/?${names.map((n) => `${n}=${REDACTED}`).join('&')}&q=kept`;
+    assert.equal(redactConfig(config).cron.tasks.p?.url, masked, 'the configuration view');
+    assert.equal(
+      Redactor.of(config).text(`GET http://x.test/?${query}&q=kept: connect ECONNREFUSED`),
+      `GET ${masked}: connect ECONNREFUSED`,
+      "a probe's last_error",
+    );
+    // An operator's own list adds names; the built-in ones stay masked even with an empty list.
+    const none = new Redactor({ secretQueryParams: [] });
+    assert.equal(
+      none.url('http://x.test/?client_secret=1&x-api-key=2&sub1=3&monkey=4&keyword=5&author=6'),
+      'http://x.test/?client_secret=[redacted]&x-api-key=[redacted]&sub1=3&monkey=4&keyword=5&author=6',
+    );
+  });
+
   test('headers: the always-secret ones, the configured ones and a call’s own, case-insensitive', () => {
     assert.deepEqual(
       r.headers({ Authorization: 'a', COOKIE: 'b', 'X-Custom': 'c', 'X-Probe': 'd', 'X-Plain': 'e' }, [
