@@ -6,7 +6,7 @@ import { Value, type ValueError } from '@sinclair/typebox/value';
 import { Cron } from 'croner';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { isSecretKey, Redactor } from './redact.ts';
-import { type Config, ConfigSchema, CronTaskSchema, DEFAULT_TASKS } from './schema.ts';
+import { type Config, ConfigSchema, CronTaskSchema, DEFAULT_TASKS, PROBE_DEFAULTS } from './schema.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
 export const EXIT_CONFIG = 78;
@@ -79,9 +79,15 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   };
 
   const config = Value.Default(ConfigSchema, structuredClone(merged)) as Config;
-  // TypeBox does not descend into record values when filling defaults; tasks get theirs here.
+  // TypeBox does not descend into record values when filling defaults; tasks get theirs here, and
+  // a probe the options its kind alone takes.
   const tasks = (config.cron as { tasks?: unknown } | undefined)?.tasks;
-  if (isPlain(tasks)) for (const [k, v] of Object.entries(tasks)) tasks[k] = Value.Default(CronTaskSchema, v);
+  if (isPlain(tasks))
+    for (const [k, v] of Object.entries(tasks)) {
+      const task = Value.Default(CronTaskSchema, v);
+      tasks[k] =
+        isPlain(task) && task.kind === 'http.probe' ? { ...structuredClone(PROBE_DEFAULTS), ...task } : task;
+    }
   const first = Value.Errors(ConfigSchema, config).First();
   if (first !== undefined) {
     const key = pointerToKey(first.path);

@@ -324,5 +324,15 @@ export const DEFAULT_TASKS = {
   // Daily: the hourly rollups age by the hour, a day late costs nothing.
   reports_retention: { kind: 'reports.retention', schedule: '0 23 3 * * *', timeout_ms: 600_000 },
 } as const satisfies Record<string, Partial<Static<typeof CronTaskSchema>>>;
+/**
+ * What an `http.probe` task that does not say calls with (§10). Filled in by the loader, so the
+ * configuration view shows them as it shows `enabled` and `timeout_ms`; other kinds take none.
+ */
+export const PROBE_DEFAULTS = {
+  method: 'GET',
+  expect_status: 200,
+  retries: 0,
+  headers: {},
+} as const satisfies Partial<Static<typeof CronTaskSchema>>;
 export type Role = (typeof ROLES)[number];
 export type CronTaskConfig = Static<typeof CronTaskSchema>;

@@ -1,4 +1,4 @@
-import type { CronTaskConfig } from '../config/index.ts';
+import { type CronTaskConfig, PROBE_DEFAULTS } from '../config/index.ts';
 import type { TaskContext } from '../cron/index.ts';
 import type { HttpClient } from '../http-client/index.ts';
 
@@ -12,14 +12,16 @@ export function httpProbe(
   cfg: CronTaskConfig,
   httpClient: HttpClient,
 ): (ctx: TaskContext) => Promise<void> {
-  const expected = cfg.expect_status ?? 200;
+  // The loader fills these in; a configuration built another way (a test) may leave them out.
+  const expected = cfg.expect_status ?? PROBE_DEFAULTS.expect_status;
+  const headers = cfg.headers ?? PROBE_DEFAULTS.headers;
   return async ({ signal }) => {
     const res = await httpClient.request({
       url: cfg.url!,
-      method: cfg.method ?? 'GET',
-      headers: cfg.headers ?? {},
-      secretHeaders: Object.keys(cfg.headers ?? {}),
-      retries: cfg.retries ?? 0,
+      method: cfg.method ?? PROBE_DEFAULTS.method,
+      headers,
+      secretHeaders: Object.keys(headers),
+      retries: cfg.retries ?? PROBE_DEFAULTS.retries,
       timeoutMs: cfg.timeout_ms,
       totalTimeoutMs: cfg.timeout_ms,
       client: `probe:${name}`,

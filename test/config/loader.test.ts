@@ -77,6 +77,47 @@ describe('configuration loader', () => {
     assert.equal(config.app.commit, 'feed');
   });
 
+  test("an http.probe task's method, expect_status, retries and headers are filled in when not set, as enabled and timeout_ms are; other kinds get none (a contract audit)", () => {
+    const { config } = load({
+      'config.m.yml': [
+        'cron:',
+        '  tasks:',
+        "    p: { kind: http.probe, schedule: '* * * * *', execution_scope: all, url: 'http://x.test/' }",
+        "    q: { kind: http.probe, schedule: '* * * * *', execution_scope: leader, url: 'http://x.test/', method: HEAD, expect_status: 204, retries: 2 }",
+        "    f: { kind: stats.flush, schedule: '* * * * *' }",
+        '',
+      ].join('\n'),
+    });
+    const shown = redactConfig(config).cron.tasks;
+    assert.deepEqual(shown.p, {
+      kind: 'http.probe',
+      schedule: '* * * * *',
+      execution_scope: 'all',
+      url: 'http://x.test/',
+      enabled: true,
+      timeout_ms: 60_000,
+      method: 'GET',
+      expect_status: 200,
+      retries: 0,
+      headers: {},
+    });
+    assert.equal(shown.q?.method, 'HEAD');
+    assert.equal(shown.q?.expect_status, 204);
+    assert.equal(shown.q?.retries, 2);
+    assert.deepEqual(shown.f, {
+      kind: 'stats.flush',
+      schedule: '* * * * *',
+      enabled: true,
+      timeout_ms: 60_000,
+    });
+    assert.deepEqual(shown.stats_flush, {
+      kind: 'stats.flush',
+      schedule: '* * * * * *',
+      enabled: true,
+      timeout_ms: 30_000,
+    });
+  });
+
   const refused: [string, Record<string, string>, NodeJS.ProcessEnv, RegExp][] = [
     [
       'an unknown key',
