@@ -22,6 +22,7 @@ export {
   ROLES,
   type Role,
   TASK_KINDS,
+  TASK_NAME_PATTERN,
   TEXT_PATTERN,
   Text,
 } from './schema.ts';

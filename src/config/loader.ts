@@ -6,7 +6,14 @@ import { Value, type ValueError } from '@sinclair/typebox/value';
 import { Cron } from 'croner';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { isSecretKey, Redactor } from './redact.ts';
-import { type Config, ConfigSchema, CronTaskSchema, DEFAULT_TASKS, PROBE_DEFAULTS } from './schema.ts';
+import {
+  type Config,
+  ConfigSchema,
+  CronTaskSchema,
+  DEFAULT_TASKS,
+  PROBE_DEFAULTS,
+  TASK_NAME_PATTERN,
+} from './schema.ts';
 
 /** Exit code for a configuration error (EX_CONFIG from sysexits.h). */
 export const EXIT_CONFIG = 78;
@@ -37,6 +44,7 @@ export interface LoadedConfig {
 type Plain = Record<string, unknown>;
 const ENV_PREFIX = 'APP__';
 const MODE_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+const TASK_NAME = new RegExp(TASK_NAME_PATTERN);
 
 const isPlain = (v: unknown): v is Plain => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -84,6 +92,12 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
   const tasks = (config.cron as { tasks?: unknown } | undefined)?.tasks;
   if (isPlain(tasks))
     for (const [k, v] of Object.entries(tasks)) {
+      // Checked before the schema: a name outside the record's key pattern escapes its validation.
+      if (!TASK_NAME.test(k)) {
+        throw new ConfigError(
+          `config: cron.tasks.${shown(k)} in ${sourceOf(`cron.tasks.${k}`)}: invalid task name; expected 1 to 64 of A-Z a-z 0-9 . _ - (${TASK_NAME_PATTERN})`,
+        );
+      }
       const task = Value.Default(CronTaskSchema, v);
       tasks[k] =
         isPlain(task) && task.kind === 'http.probe' ? { ...structuredClone(PROBE_DEFAULTS), ...task } : task;

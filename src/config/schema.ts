@@ -40,6 +40,13 @@ export const Text = (opts: StringOptions = {}) => Type.String({ ...opts, pattern
 /** Node ids travel in a response header, so they are held to the same alphabet as request ids. */
 export const NODE_ID_PATTERN = '^[A-Za-z0-9._:-]{1,128}$';
 
+/**
+ * A task's name (`cron.tasks.<name>`): it stands in metric labels, log lines, the run journal and
+ * `/acp/cron-tasks/run`. The loader holds names to it; the record's key pattern alone does not (a
+ * key that does not match is left out of validation rather than refused).
+ */
+export const TASK_NAME_PATTERN = '^[A-Za-z0-9._-]{1,64}$';
+
 export const ROLES = ['viewer', 'operator', 'admin'] as const;
 /** An operator's name, configured (`acp.operators`) or stored (the CLI, the ACP): one alphabet. */
 export const OPERATOR_NAME_PATTERN = '^[A-Za-z0-9._@-]{1,64}$';
@@ -297,7 +304,7 @@ export const ConfigSchema = Type.Object(
     ),
     cron: Type.Object(
       {
-        tasks: Type.Record(Type.String({ pattern: '^[A-Za-z0-9._-]{1,64}$' }), CronTaskSchema, {
+        tasks: Type.Record(Type.String({ pattern: TASK_NAME_PATTERN }), CronTaskSchema, {
           default: {},
         }),
       },

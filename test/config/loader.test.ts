@@ -45,6 +45,14 @@ describe('configuration loader', () => {
     assert.equal(config.cron.tasks.stats_flush?.enabled, true);
   });
 
+  test('task names of the whole alphabet start', () => {
+    const name = `Az09._-${'x'.repeat(57)}`;
+    const { config } = load({
+      'config.m.yml': `cron:\n  tasks:\n    ${name}:\n      kind: cache.reload\n      schedule: '* * * * *'\n`,
+    });
+    assert.equal(config.cron.tasks[name]?.kind, 'cache.reload');
+  });
+
   test('the mode file merges over the base: mappings key by key, lists replace', () => {
     const { config, files } = load({
       'config.yml':
@@ -250,6 +258,35 @@ describe('configuration loader', () => {
       { 'config.m.yml': 'app:\n  version: "1.0\\0"\n' },
       {},
       /app\.version .*expected a string matching/,
+    ],
+    [
+      'a task name with a space (docs/configuration.md: [A-Za-z0-9._-]{1,64}; a contract audit)',
+      {
+        'config.m.yml': "cron:\n  tasks:\n    a b:\n      kind: cache.reload\n      schedule: '* * * * *'\n",
+      },
+      {},
+      /^config: cron\.tasks\."a b" in .*config\.m\.yml: invalid task name; expected 1 to 64 of A-Z a-z 0-9 \. _ - \(\^\[A-Za-z0-9\._-\]\{1,64\}\$\)$/,
+    ],
+    [
+      'a task name with quotes and braces',
+      {
+        'config.m.yml':
+          "cron:\n  tasks:\n    'we\"ird{x}':\n      kind: cache.reload\n      schedule: '* * * * *'\n",
+      },
+      {},
+      /^config: cron\.tasks\."we\\"ird\{x\}" in .*: invalid task name/,
+    ],
+    [
+      'a task name of 65 characters, its task otherwise wrong too (the name is named first)',
+      { 'config.m.yml': `cron:\n  tasks:\n    ${'t'.repeat(65)}:\n      kind: nope\n` },
+      {},
+      /^config: cron\.tasks\."t{65}" in .*: invalid task name/,
+    ],
+    [
+      'a task name with a colon, set by the environment',
+      { 'config.m.yml': '' },
+      { 'APP__CRON__TASKS__A:B__KIND': 'cache.reload' },
+      /^config: cron\.tasks\."a:b" in environment variable APP__CRON__TASKS__A:B__KIND: invalid task name/,
     ],
     [
       'a bad env value',
