@@ -15,7 +15,7 @@ const REFUSED_LOGIN_CODES = new Set([
   '28P01', // invalid_password
 ]);
 
-/** Connection-level failures: the server is down, restarting, or unreachable. */
+/** Connection-level failures: the server is down or unreachable (with the classes below: restarting, full). */
 const UNAVAILABLE_CODES = new Set([
   ...REFUSED_LOGIN_CODES,
   'ECONNREFUSED',
@@ -24,11 +24,6 @@ const UNAVAILABLE_CODES = new Set([
   'ENOTFOUND',
   'EHOSTUNREACH',
   'EPIPE',
-  '57P01', // admin_shutdown
-  '57P02', // crash_shutdown
-  '57P03', // cannot_connect_now
-  '53300', // too_many_connections
-  '57P04', // database_dropped
   // object_not_in_prerequisite_state: as a connection's error, "database … is not currently
   // accepting connections" (ALLOW_CONNECTIONS false); no statement Sluice sends raises it otherwise.
   '55000',
@@ -39,9 +34,32 @@ export function isRefusedLogin(err: unknown): boolean {
   return REFUSED_LOGIN_CODES.has(String((err as { code?: unknown } | undefined)?.code));
 }
 
+/**
+ * SQLSTATE classes whose every condition is the server's state, not the statement's: connection
+ * exceptions (08), insufficient resources (53: disk full, out of memory, too many connections),
+ * operator intervention (57: a shutdown, a cancelled or timed-out statement) and system errors (58:
+ * I/O). Such a statement may go through later as it is. Anything else (data, constraint, syntax)
+ * is the statement's: the click log gives a batch up after its attempts only for those. Before,
+ * a disk full or a standby's read-only refusal (below) held for over ten seconds dropped a click
+ * batch a second (found by a reliability test).
+ */
+const UNAVAILABLE_CLASSES = ['08', '53', '57', '58'];
+/** One code of another class each: a standby after a failover, and two transient conflicts. */
+const TRANSIENT_CODES = new Set([
+  '25006', // read_only_sql_transaction: a node still pointed at a server that became a standby
+  '40001', // serialization_failure
+  '40P01', // deadlock_detected
+]);
+
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
-  if (e.code && (UNAVAILABLE_CODES.has(e.code) || e.code.startsWith('08'))) return true;
+  if (
+    typeof e.code === 'string' &&
+    (UNAVAILABLE_CODES.has(e.code) ||
+      TRANSIENT_CODES.has(e.code) ||
+      UNAVAILABLE_CLASSES.includes(e.code.slice(0, 2)))
+  )
+    return true;
   return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout/i.test(
     e.message ?? '',
   );

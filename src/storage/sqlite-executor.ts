@@ -5,8 +5,12 @@ import type { BatchRow, BatchStatement } from './batch.ts';
 import type { QueryTimer } from './query-stats.ts';
 import type { Row, SqlExecutor } from './sql.ts';
 
-/** SQLite primary result codes that mean the database itself is not usable (busy, I/O, corrupt...). */
-const UNAVAILABLE = new Set([5, 6, 10, 11, 13, 14, 26]);
+/**
+ * SQLite primary result codes that mean the database itself is not usable now: busy (5), locked
+ * (6), out of memory (7), read-only (8: a file or folder that cannot be written), I/O (10),
+ * corrupt (11), full (13), cannot open (14), lock protocol (15), not a database (26).
+ */
+const UNAVAILABLE = new Set([5, 6, 7, 8, 10, 11, 13, 14, 15, 26]);
 const CONSTRAINT = 19;
 const BUSY = 5;
 /** The longest pause between two tries of a statement another connection keeps waiting. */

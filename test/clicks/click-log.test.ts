@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { pino } from 'pino';
 import { CLICK_BATCH_MAX_ATTEMPTS, ClickLog } from '../../src/clicks/index.ts';
-import { ApiError } from '../../src/errors/index.ts';
+import { ApiError, hasCode } from '../../src/errors/index.ts';
 import { type ClickBatch, type ClickStore, openPostgres, type Storage } from '../../src/storage/index.ts';
 import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
 import { ManualClock, systemClock } from '../../src/time/index.ts';
@@ -187,6 +187,30 @@ for (const backend of BACKENDS) {
       assert.equal(await stored('poison'), 4);
       assert.deepEqual([log.stats().dropped, log.stats().persisted, log.stats().unacked], [4, 4, 0]);
       assert.equal(log.stats().failing_since, null, 'nothing left failing: the drop is what is shown');
+    });
+
+    // SQLite's read-only refusal is classified in test/storage/sqlite-executor.test.ts: its click
+    // batches go through the writer thread's own connection, which a test cannot make read-only.
+    test('a database that refuses every write for a while (disk full) loses no batch, however many attempts', {
+      skip: backend.name !== 'postgres' ? 'PostgreSQL only' : !available && 'postgres unavailable',
+    }, async () => {
+      await sql.script(
+        `CREATE FUNCTION refuse_all() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'full' USING ERRCODE = 'disk_full'; END $$;
+         CREATE TRIGGER refuse_all BEFORE INSERT ON clicks FOR EACH ROW EXECUTE FUNCTION refuse_all()`,
+      );
+      const log = logOf(storage.clicks, { batchMaxRows: 4 });
+      try {
+        for (let i = 0; i < 6; i++) log.append(newClick({ flow_id: 'refusing' }));
+        for (let i = 0; i < CLICK_BATCH_MAX_ATTEMPTS + 3; i++) {
+          await assert.rejects(log.persist(), (err: unknown) => hasCode(err, 'db.unavailable'));
+          assert.deepEqual([log.stats().unacked, log.stats().dropped], [6, 0], `attempt ${i + 1}: all kept`);
+        }
+      } finally {
+        await sql.script('DROP FUNCTION refuse_all() CASCADE');
+      }
+      assert.equal(await log.persist(), 6);
+      assert.equal(await stored('refusing'), 6);
+      assert.deepEqual([log.stats().dropped, log.stats().failing_since], [0, null]);
     });
 
     it('the buffer is bounded: past buffer_max a click is dropped and counted, unacknowledged batches included', async () => {

@@ -110,6 +110,21 @@ describe("SQLite executor: waiting for another connection's lock", () => {
     );
   });
 
+  test('a database that cannot be written now (read-only) is db.unavailable, not a refused statement', async () => {
+    // SQLITE_READONLY (8): a file or folder the node may no longer write. Such a write may go
+    // through later as it is, so the click log keeps its batch instead of giving it up.
+    db.exec('PRAGMA query_only = ON');
+    try {
+      await assert.rejects(exec.run('INSERT INTO t VALUES (6)'), (err) => {
+        assert.ok(err instanceof ApiError && err.code === 'db.unavailable', String(err));
+        assert.equal(((err as ApiError).cause as { errcode?: number }).errcode, 8);
+        return true;
+      });
+    } finally {
+      db.exec('PRAGMA query_only = OFF');
+    }
+  });
+
   test('a wait longer than busyWaitMs fails as db.unavailable, and reads never wait', async () => {
     const short = new SqliteExecutor(db, new QueryStats(systemClock), { busyWaitMs: 50 });
     const committed = (db.prepare('SELECT COUNT(*) AS n FROM t').get() as { n: number }).n;
