@@ -18,6 +18,8 @@ import { type Clock, retryUntil, systemClock } from '../time/index.ts';
  * overflows. An unavailable database is retried for as long as it takes.
  */
 export const CLICK_BATCH_MAX_ATTEMPTS = 10;
+/** While a full buffer drops clicks, one log record says so at most this often. */
+export const OVERFLOW_REPORT_EVERY_MS = 10_000;
 
 export interface ClickLogOptions {
   /** Where batches go; its `batchMaxRows`, when it has one, sizes them. */
@@ -70,6 +72,10 @@ export class ClickLog {
   #held = 0;
   #persisted = 0;
   #dropped = 0;
+  /** Clicks dropped by a full buffer, and how many of them a log record has told of, and when. */
+  #overflowed = 0;
+  #overflowTold = 0;
+  #overflowToldAt: number | undefined;
   #failed = 0;
   #lastError: string | null = null;
   #failingSince: number | undefined;
@@ -112,6 +118,7 @@ export class ClickLog {
   append(click: NewClick): boolean {
     if (this.#buf.length + this.#held >= this.#max) {
       this.#dropped++;
+      this.#overflowed++;
       return false;
     }
     this.#buf.push(click);
@@ -182,6 +189,7 @@ export class ClickLog {
   async stop(timeoutMs = 5000): Promise<{ persisted: number; lost: number }> {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
+    this.#reportOverflow(true);
     this.#max = 0;
     let persisted = 0;
     // A flush that went through wrote everything held (no click is taken any more).
@@ -206,7 +214,33 @@ export class ClickLog {
     return { persisted, lost };
   }
 
+  /**
+   * One `error` record for the clicks a full buffer dropped since the last one: at the first flush
+   * after a drop, then at most every {@link OVERFLOW_REPORT_EVERY_MS} while drops go on (a drop
+   * is counted on the hot path, which writes no log), and at the stop whatever is left untold.
+   * The figures in system metrics reset with the process; these records stay.
+   */
+  #reportOverflow(force: boolean): void {
+    const untold = this.#overflowed - this.#overflowTold;
+    if (untold === 0) return;
+    const now = this.#clock.monotonic();
+    if (!force && this.#overflowToldAt !== undefined && now - this.#overflowToldAt < OVERFLOW_REPORT_EVERY_MS)
+      return;
+    this.#overflowTold = this.#overflowed;
+    this.#overflowToldAt = now;
+    this.#log.error(
+      {
+        dropped: untold,
+        dropped_total: this.#dropped,
+        held: this.#buf.length + this.#held,
+        buffer_max: this.#max,
+      },
+      'click log buffer full: clicks were dropped, never to be stored (clicks.buffer_max)',
+    );
+  }
+
   async #flushOnce(): Promise<number> {
+    this.#reportOverflow(false);
     this.#cut();
     let written = 0;
     while (this.#pending.length > 0) {

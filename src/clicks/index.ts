@@ -4,6 +4,7 @@ export {
   ClickLog,
   type ClickLogOptions,
   type ClickLogStats,
+  OVERFLOW_REPORT_EVERY_MS,
 } from './click-log.ts';
 export {
   ClickDescriber,

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { pino } from 'pino';
-import { CLICK_BATCH_MAX_ATTEMPTS, ClickLog } from '../../src/clicks/index.ts';
+import { CLICK_BATCH_MAX_ATTEMPTS, ClickLog, OVERFLOW_REPORT_EVERY_MS } from '../../src/clicks/index.ts';
 import { ApiError, hasCode } from '../../src/errors/index.ts';
 import { type ClickBatch, type ClickStore, openPostgres, type Storage } from '../../src/storage/index.ts';
 import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
 import { ManualClock, systemClock } from '../../src/time/index.ts';
+import { LogCapture } from '../helpers/node.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
 import { newClick } from '../helpers/records.ts';
 import { TcpProxy } from '../helpers/tcp-proxy.ts';
@@ -234,6 +235,55 @@ for (const backend of BACKENDS) {
       assert.equal(await log.persist(), 10);
       assert.equal(await stored('bounded'), 10);
       assert.equal(log.append(newClick({ flow_id: 'bounded' })), true, 'room again once written');
+    });
+
+    it('a full buffer tells the log: at the first flush after a drop, at most every 10 s while drops go on, and at the stop', async () => {
+      const capture = new LogCapture();
+      const clock = new ManualClock();
+      let down = true;
+      const log = new ClickLog({
+        store: {
+          insertBatch: async (b) => {
+            if (down) throw new ApiError('db.unavailable');
+            return storage.clicks.insertBatch(b);
+          },
+        },
+        logger: pino({}, capture),
+        serverId: 'node-1',
+        bufferMax: 20,
+        batchMaxRows: 10,
+        flushIntervalMs: 0,
+        clock,
+      });
+      const told = () =>
+        capture.lines
+          .filter((l) => String(l.msg).startsWith('click log buffer full'))
+          .map((l) => [l.dropped, l.dropped_total]);
+      const drop = (n: number) => {
+        for (let i = 0; i < n; i++) assert.equal(log.append(newClick({ flow_id: 'overflow' })), false);
+      };
+      for (let i = 0; i < 20; i++) assert.equal(log.append(newClick({ flow_id: 'overflow' })), true);
+      drop(5);
+      assert.deepEqual(told(), [], 'the hot path writes no log');
+      await log.flush();
+      assert.deepEqual(told(), [[5, 5]]);
+      drop(3);
+      clock.advance(OVERFLOW_REPORT_EVERY_MS - 1);
+      await log.flush();
+      assert.deepEqual(told(), [[5, 5]], 'not again within the interval');
+      clock.advance(1);
+      await log.flush();
+      assert.deepEqual(told(), [
+        [5, 5],
+        [3, 8],
+      ]);
+      await log.flush();
+      assert.equal(told().length, 2, 'nothing new, nothing said');
+      drop(2);
+      down = false;
+      assert.deepEqual(await log.stop(), { persisted: 20, lost: 0 });
+      assert.deepEqual(told().at(-1), [2, 10], 'the stop tells what is left untold');
+      assert.equal(await stored('overflow'), 20);
     });
 
     it('a postback can find a click still held in memory, as it will be stored', async () => {
