@@ -132,6 +132,21 @@ export class ClickCounters {
     return { clicks, no_match: noMatch, bots, uniques };
   }
 
+  /** Everything counted and not yet acknowledged by storage, summed over flows (what a stop that cannot write loses). */
+  unpersisted(): { clicks: number; no_match: number; bots: number } {
+    let clicks = 0;
+    let noMatch = 0;
+    let bots = 0;
+    for (const flows of [this.#flows, this.#cutting?.flows, this.#unacked?.flows]) {
+      for (const f of flows?.values() ?? []) {
+        clicks += f.clicks;
+        noMatch += f.noMatch;
+        bots += f.bots;
+      }
+    }
+    return { clicks, no_match: noMatch, bots };
+  }
+
   get pending(): boolean {
     return (
       this.#unacked !== undefined || this.#streams.size > 0 || this.#flows.size > 0 || this.#days.size > 0

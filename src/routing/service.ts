@@ -213,7 +213,7 @@ export class RoutingService {
     const failed = await retryUntil(() => this.persistCounters(), this.#clock, retryMs);
     if (failed !== undefined)
       this.#log.error(
-        { err: (failed.error as Error).message, hits: this.counters.totalHits },
+        { err: (failed.error as Error).message, ...this.counters.unpersisted() },
         'counters not persisted at the stop: the database refused them until the stop timed out; these counts are lost',
       );
   }
