@@ -117,7 +117,8 @@ export class AcpRouter {
         request.principal = principal;
       },
       preValidation: (request, _reply, done) => {
-        if (request.body === undefined || request.body === null) request.body = {};
+        // No body at all is `{}` (§4); a JSON `null` is a body, and the schema refuses it like `[]`.
+        if (request.body === undefined) request.body = {};
         done();
       },
       handler: (request, reply) =>

@@ -84,6 +84,22 @@ describe('API errors: body and exactly one log record each', () => {
     await expectApiError(await t.acp('/acp/system/metrics', viewer, '[]'), 400, 'validation.invalid_input');
   });
 
+  test('a JSON null body is 400 like [], not taken as {} (only an empty body is)', async () => {
+    for (const path of ['/acp/system/metrics', '/acp/cron-tasks/list']) {
+      const refused = await t.acp(path, viewer, '[]');
+      const { body: asArray } = await expectApiError(refused, 400, 'validation.invalid_input');
+      for (const body of ['null', ' null\n']) {
+        const { body: answer } = await expectApiError(
+          await t.acp(path, viewer, body),
+          400,
+          'validation.invalid_input',
+        );
+        assert.deepEqual(answer.error.details, asArray.error.details, `${path} ${JSON.stringify(body)}`);
+        assert.equal(answer.error.message, asArray.error.message);
+      }
+    }
+  });
+
   test('a __proto__ key is refused with 400, for the key (the JSON is valid)', async () => {
     for (const body of ['{"__proto__":{"polluted":1}}', '{"constructor":{"prototype":{"polluted":1}}}']) {
       const res = await t.acp('/acp/system/metrics', viewer, body);
