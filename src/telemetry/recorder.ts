@@ -134,7 +134,11 @@ export class Recorder {
   errors = 0;
   clientErrors = 0;
   serverErrors = 0;
-  sum = 0;
+  /**
+   * The sum in whole microseconds: integers add exactly (to 2^53 µs, 285 years), where adding
+   * fractional milliseconds drifts (`4573.646766999998`), so the one figure both views show is exact.
+   */
+  #sumUs = 0;
   /** Upper bounds in ms; frozen, shared by every recorder of a group. */
   readonly bounds: readonly number[];
   /** Per-bucket (non-cumulative) counts; the last slot is +Inf. */
@@ -167,11 +171,19 @@ export class Recorder {
     this.#firstHint = h.first;
   }
 
+  /**
+   * Sum of the recorded durations in ms, to the microsecond: the JSON's `duration_ms_sum` and every
+   * exposition `_sum` print this same number (§6: the two views never disagree).
+   */
+  get sum(): number {
+    return this.#sumUs / 1000;
+  }
+
   /** Records one call; `outcome` is {@link OK}, {@link CLIENT_ERROR} or {@link SERVER_ERROR}. */
   record(durationMs: number, outcome: Outcome): void {
     const ms = durationMs > 0 ? durationMs : 0;
     this.count++;
-    this.sum += ms;
+    this.#sumUs += Math.round(ms * 1000);
     if (outcome !== OK) {
       this.errors++;
       if (outcome === SERVER_ERROR) this.serverErrors++;

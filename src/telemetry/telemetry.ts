@@ -156,7 +156,7 @@ export class Telemetry {
     return {
       total_requests: r.count,
       errors: r.errors,
-      duration_ms_sum: Math.round(r.sum * 1000) / 1000,
+      duration_ms_sum: r.sum,
       buckets: r.bucketsObject(),
       retries: this.http.retries,
     };

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/auth/index.ts';
 import type { SystemMetrics } from '../../src/telemetry/index.ts';
@@ -311,6 +313,56 @@ describe('GET /metrics', () => {
         );
       }
     });
+  });
+
+  test('every float the two views share is the same number: http duration sum, a task last duration (real calls)', async () => {
+    // An upstream that answers after a few real milliseconds: fractional durations that, added in
+    // binary, leave a float tail unless the sum is kept exactly.
+    const upstream = createServer((_req, res) => setTimeout(() => res.writeHead(200).end('ok'), 3));
+    await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+    const port = (upstream.address() as AddressInfo).port;
+    const t = await startTestNode({
+      yaml: [
+        'observability:',
+        '  metrics:',
+        '    prometheus_enabled: true',
+        'cron:',
+        '  tasks:',
+        '    probe:',
+        '      kind: http.probe',
+        "      schedule: '0 0 1 1 *'",
+        '      execution_scope: all',
+        `      url: http://127.0.0.1:${port}/`,
+        '',
+      ].join('\n'),
+    });
+    try {
+      const operator = await t.token('operator');
+      for (let run = 1; run <= 6; run++) {
+        const res = await t.acp('/acp/cron-tasks/run', operator, { name: 'probe' });
+        assert.ok(res.status < 300, await res.text());
+        await until(`run ${run} of the probe`, () => t.node.scheduler.list()[0]!.runtime.runs >= run, 10_000);
+      }
+      const text = await (await fetch(`${t.url}/metrics`)).text();
+      const m = (await (await t.acp('/acp/system/metrics', operator)).json()) as SystemMetrics;
+      const sample = (name: string) => {
+        const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+        assert.ok(line, name);
+        return line.split(' ').at(-1)!;
+      };
+      assert.equal(m.http.total_requests, 6);
+      const sum = sample('sluice_http_client_duration_milliseconds_sum');
+      assert.equal(Number(sum), m.http.duration_ms_sum);
+      assert.equal(sum, String(m.http.duration_ms_sum));
+      const last = sample('sluice_task_last_duration_milliseconds{task="probe"}');
+      assert.equal(Number(last), m.tasks.probe!.last_duration_ms);
+      // The sums only in the exposition (controllers, tasks) are to the microsecond too.
+      for (const line of text.split('\n').filter((l) => /^sluice_\w+_milliseconds_sum/.test(l)))
+        assert.match(line.split(' ').at(-1)!, /^\d+(\.\d{1,3})?$/, line);
+    } finally {
+      await t.close();
+      upstream.close();
+    }
   });
 
   test('requires the bearer token when auth_token_sha256 is set', async () => {

@@ -238,6 +238,45 @@ describe('instrumented HTTP client against real local servers', () => {
     await client.close();
   });
 
+  test('duration_ms_sum is the exposition _sum exactly when durations are fractional (no float drift in either)', async () => {
+    // Fractional milliseconds do not add exactly in binary (0.1 + 0.2 is 0.30000000000000004): the
+    // JSON once rounded the sum and the exposition printed it raw, so the two views disagreed.
+    const clock = new ManualClock();
+    const timed = await upstream({
+      '/took': (req, res) => {
+        clock.advance(Number(new URL(req.url!, 'http://x').searchParams.get('ms')));
+        res.writeHead(200).end('done');
+      },
+    });
+    const { client, telemetry } = makeClient({ clock }, [50, 250, 1000]);
+    const sample = async (format: 'text' | 'openmetrics') => {
+      const { body } = await telemetry.exposition(format);
+      const line = body
+        .split('\n')
+        .find((l) => l.startsWith('sluice_http_client_duration_milliseconds_sum '));
+      return line!.split(' ')[1]!;
+    };
+    let expected = 0;
+    try {
+      for (const ms of [0.1, 0.2, 0.7, 12.345678, 1234.5671, 0.003, 3326.43]) {
+        await client.request({ url: `${timed.url}/took?ms=${ms}` });
+        expected += Math.round(ms * 1000);
+        const json = telemetry.httpSection().duration_ms_sum;
+        for (const format of ['text', 'openmetrics'] as const) {
+          const text = await sample(format);
+          assert.equal(Number(text), json, `${format} after ${ms}`);
+          assert.equal(text, String(json), format);
+        }
+        // To the microsecond, as each duration was measured; never a float tail.
+        assert.equal(json, expected / 1000);
+        assert.match(String(json), /^\d+(\.\d{1,3})?$/);
+      }
+    } finally {
+      await client.close();
+      await new Promise<void>((r) => timed.server.close(() => r()));
+    }
+  });
+
   test('captured lines mask secrets: credentials, secret query params, secret headers; payload truncated', async () => {
     const { client, logs } = makeClient();
     const url = `${up.url.replace('http://', 'http://alice:pa55word@')}/boom?token=tok-123&sig=s1g&page=2`;
