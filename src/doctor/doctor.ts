@@ -1,3 +1,5 @@
+import { roleAllows } from '../auth/index.ts';
+import { ROLES, type Role } from '../config/index.ts';
 import type { Partially, SystemMetrics } from '../telemetry/index.ts';
 import {
   auditVersions,
@@ -101,6 +103,8 @@ function errorCode(a: Answer): string {
   return `${a.status}${e?.code ? ` ${e.code}` : ''}`;
 }
 
+const asRole = (x: unknown): Role | undefined => ROLES.find((r) => r === x);
+
 /** Reads one node through its public ACP, as any operator script could. */
 export async function gather(
   url: string,
@@ -169,12 +173,20 @@ export async function gather(
     const x = t as Partial<TaskView> | null;
     return typeof x?.name === 'string' && typeof x.runtime === 'object' && x.runtime !== null;
   };
+  // The token's role (any role may ask); an older node without the endpoint leaves it unknown.
+  const whoami = await post('/acp/auth/whoami');
+  const role = whoami.status === 200 ? asRole(whoami.body.role) : undefined;
   const tasks = await post('/acp/cron-tasks/list');
   const flows = await post('/acp/traffic-flows/list', { limit: 1 });
   const streams = await post('/acp/streams/list', { limit: 1 });
   const cluster = await post('/acp/cluster/nodes');
-  // Recent failures need the operator role; a viewer's doctor still runs, saying what it could not see.
-  const failures = await post('/acp/http-client/recent-failures', { limit: 500 });
+  // Recent failures need the operator role. A lesser token does not ask: each 403 would be a client
+  // error of that route on the node, and enough of them a procedure 5 finding the doctor made itself.
+  // A viewer's doctor still runs, saying what it could not see.
+  const failures =
+    role === undefined || roleAllows(role, 'operator')
+      ? await post('/acp/http-client/recent-failures', { limit: 500 })
+      : undefined;
   // Last, so that the controllers it reads include the calls above (procedure 6 on a fresh node).
   const metrics = await post('/acp/system/metrics');
   return {
@@ -188,9 +200,11 @@ export async function gather(
     },
     leaderId: ok('/acp/cluster/nodes', cluster) ? (cluster.body.leader_id as string | null) : undefined,
     failures:
-      failures.status === 403
+      failures === undefined || failures.status === 403
         ? null
         : (items<FailedCallView>('/acp/http-client/recent-failures', failures) ?? []),
+    // A node that could not say the role refused the doctor here: those 403s are its own.
+    ...(failures?.status === 403 ? { ownRefusals: ['/acp/http-client/recent-failures'] } : {}),
     problems,
     // The node's clock: `running_since` and `next_run_at` are its times, and ours may be off.
     now: metrics.date ?? now(),

@@ -52,6 +52,11 @@ export interface NodeSnapshot {
   leaderId?: string | null | undefined;
   /** Recent failed HTTP calls; null when the caller's role may not read them. */
   failures: readonly FailedCallView[] | null;
+  /**
+   * Routes that refused the gatherer itself (403) while it gathered: their client errors may be
+   * its own, so procedure 5 does not judge them (an older node that cannot say the caller's role).
+   */
+  ownRefusals?: readonly string[] | undefined;
   /** ACP calls that failed while gathering, e.g. `"/acp/streams/list: 503 db.unavailable"`. */
   problems: readonly string[];
   /** Epoch ms of the snapshot. */
@@ -120,6 +125,10 @@ const PER_NODE_KINDS: Record<string, string> = {
   'cache.reload': "followers' routing caches only refresh on expiry",
 };
 
+/** Said where a lesser token would have seen the failed HTTP calls (procedure 2). */
+const HTTP_CALLS_NEED_OPERATOR =
+  'failed HTTP calls are not shown: reading them needs an operator token (operator role)';
+
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;
 
@@ -174,7 +183,7 @@ export function failureRise(s: NodeSnapshot): ProcedureResult {
         `${plural(last, 'failure')} in the last hour, ${prev} the hour before` +
         (t.runtime.last_error ? `; last error: ${t.runtime.last_error}` : '') +
         (calls === undefined
-          ? '; its HTTP calls need the operator role to read'
+          ? `; ${HTTP_CALLS_NEED_OPERATOR}`
           : calls.length > 0
             ? `; ${plural(calls.length, 'recent failed HTTP call')}`
             : ''),
@@ -187,7 +196,13 @@ export function failureRise(s: NodeSnapshot): ProcedureResult {
       },
     });
   }
-  return result('failure_rise', items, 'no task fails more than the hour before');
+  return result(
+    'failure_rise',
+    items,
+    s.failures === null
+      ? `no task fails more than the hour before; ${HTTP_CALLS_NEED_OPERATOR}`
+      : 'no task fails more than the hour before',
+  );
 }
 
 /**
@@ -287,7 +302,12 @@ export function routeErrors(s: NodeSnapshot, o: ProcedureOptions): ProcedureResu
   for (const [route, e] of Object.entries(controllers) as [string, Partially<RecorderEntry> | undefined][]) {
     if (!e || typeof e.errors !== 'number' || !(e.errors > 0)) continue;
     const unmatched = route === UNMATCHED_ROUTE;
-    const what = unmatched ? ' (requests matching no route)' : '';
+    const own = s.ownRefusals?.includes(route) === true;
+    const what = unmatched
+      ? ' (requests matching no route)'
+      : own
+        ? " (this token's role may not call it: its own refused calls count here)"
+        : '';
     const since = `${e.errors} of ${e.count} calls failed since start (avg ${e.avg_ms} ms, p95 ${e.p95_ms} ms)`;
     // A window with every figure, from a node of this contract (§17); an older node has none.
     const r = e.recent;
@@ -307,7 +327,8 @@ export function routeErrors(s: NodeSnapshot, o: ProcedureOptions): ProcedureResu
     const parts: string[] = [];
     if (recent.server_errors > 0) parts.push(`${plural(recent.server_errors, 'server error')} (5xx)`);
     if (client > 0) parts.push(`${plural(client, 'client error')} (4xx, ${percent(rate)} of calls)`);
-    const clientFinding = !unmatched && recent.count >= CLIENT_ERROR_MIN_CALLS && rate > o.clientErrorRate;
+    const clientFinding =
+      !unmatched && !own && recent.count >= CLIENT_ERROR_MIN_CALLS && rate > o.clientErrorRate;
     items.push({
       subject: route,
       message:

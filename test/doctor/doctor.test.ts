@@ -229,6 +229,108 @@ describe('sluice doctor on a healthy node', () => {
     }
   });
 
+  test("a viewer's doctor run again and again makes no 403 of its own and no finding; it says what a viewer cannot see", async () => {
+    const t = await startTestNode();
+    try {
+      const viewer = await t.token('viewer');
+      // More runs than procedure 5 needs to judge a rate (20 calls): each run used to ask
+      // /acp/http-client/recent-failures and be refused, a 100 % client-error rate of the doctor's making.
+      const runs = 25;
+      let report: Awaited<ReturnType<typeof runDoctor>> | undefined;
+      for (let i = 0; i < runs; i++)
+        report = await runDoctor({ urls: [t.url], token: viewer, taskP95Ms: 5000, clientErrorRate: 0.5 });
+      const route = t.node.telemetry.systemMetrics().controllers['/acp/http-client/recent-failures'];
+      assert.equal(route?.errors ?? 0, 0, JSON.stringify(route));
+      assert.deepEqual(
+        t.logs.apiErrors().filter((r) => r.code === 'auth.forbidden'),
+        [],
+        'no api error record of a refusal',
+      );
+      const node = report!.nodes[0]!;
+      assert.ok(node.reachable);
+      assert.deepEqual(
+        node.procedures.filter((p) => p.status !== 'ok').map((p) => `${p.key}: ${p.summary}`),
+        [],
+      );
+      assert.equal(report!.exit_code, 0);
+      const rise = node.procedures.find((p) => p.key === 'failure_rise')!;
+      assert.match(rise.summary, /failed HTTP calls are not shown: reading them needs an operator token/);
+      const text = await doctor(['--url', t.url, '--token', viewer]);
+      assert.equal(text.code, 0, text.stdout);
+      assert.match(text.stdout, /2\. Failures rising .*needs an operator token/);
+      // An operator's doctor reads them, and is not told otherwise.
+      const operator = await runDoctor({
+        urls: [t.url],
+        token: await t.token('operator'),
+        taskP95Ms: 5000,
+        clientErrorRate: 0.5,
+      });
+      const readable = operator.nodes[0]!;
+      assert.ok(readable.reachable);
+      assert.doesNotMatch(
+        readable.procedures.find((p) => p.key === 'failure_rise')!.summary,
+        /operator token/,
+      );
+      assert.equal(
+        t.node.telemetry.systemMetrics().controllers['/acp/http-client/recent-failures']?.count,
+        1,
+      );
+    } finally {
+      await t.close();
+    }
+  });
+
+  test("against an older node that cannot say the token's role, a viewer's doctor is refused as before, and never flags its own 403s", async () => {
+    const t = await startTestNode();
+    // The node as an older build answers it: no /acp/auth/whoami.
+    const older = await listen((req, res) => {
+      let body = '';
+      req.on('data', (d) => {
+        body += d;
+      });
+      req.on('end', async () => {
+        if (req.url === '/acp/auth/whoami') {
+          res.writeHead(404, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ error: { code: 'resource.not_found', message: 'no route' } }));
+          return;
+        }
+        const answer = await fetch(`${t.url}${req.url}`, {
+          method: req.method!,
+          headers: { authorization: req.headers.authorization ?? '', 'content-type': 'application/json' },
+          body,
+        });
+        res.writeHead(answer.status, { 'content-type': 'application/json' });
+        res.end(await answer.text());
+      });
+    });
+    try {
+      const viewer = await t.token('viewer');
+      let report: Awaited<ReturnType<typeof runDoctor>> | undefined;
+      for (let i = 0; i < 25; i++)
+        report = await runDoctor({
+          urls: [older.url],
+          token: viewer,
+          taskP95Ms: 5000,
+          clientErrorRate: 0.5,
+          discover: false,
+        });
+      const route = '/acp/http-client/recent-failures';
+      assert.equal(t.node.telemetry.systemMetrics().controllers[route]?.client_errors, 25);
+      const node = report!.nodes[0]!;
+      assert.ok(node.reachable);
+      assert.equal(report!.exit_code, 0, JSON.stringify(node.procedures));
+      const item = node.procedures
+        .find((p) => p.key === 'route_errors')!
+        .items.find((i) => i.subject === route)!;
+      assert.equal(item.finding, false);
+      assert.match(item.message, /its own refused calls count here/);
+      assert.match(node.procedures.find((p) => p.key === 'failure_rise')!.summary, /needs an operator token/);
+    } finally {
+      older.server.close();
+      await t.close();
+    }
+  });
+
   test('a few 401s and 404s (a mistyped token, /go/typo, a stray path) are information, not findings; a recent 5xx is', async () => {
     // A configured operator: its token still works once storage is gone (the 5xx below).
     const token = 'doctor-token-of-an-operator';

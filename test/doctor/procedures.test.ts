@@ -299,6 +299,43 @@ describe('operator procedures', () => {
     );
   });
 
+  test('5: client errors of a route that refused the doctor itself (an older node) are not its finding; server errors still are', () => {
+    const route = '/acp/http-client/recent-failures';
+    const refused = {
+      count: 25,
+      errors: 25,
+      client_errors: 25,
+      server_errors: 0,
+      avg_ms: 1,
+      p95_ms: 2,
+      recent: { window_s: 300, count: 25, errors: 25, server_errors: 0, avg_ms: 1, p95_ms: 2 },
+    };
+    const judged = (over: Partial<NodeSnapshot>) => {
+      const s = snapshot({ failures: null, ...over });
+      s.metrics!.controllers = { [route]: refused };
+      return proc(s, 'route_errors');
+    };
+    assert.deepEqual(findings(judged({})), [route]);
+    const own = judged({ ownRefusals: [route] });
+    assert.deepEqual(findings(own), []);
+    assert.match(own.items[0]!.message, /its own refused calls count here/);
+    const s = snapshot({ failures: null, ownRefusals: [route] });
+    s.metrics!.controllers = {
+      [route]: {
+        ...refused,
+        errors: 26,
+        server_errors: 1,
+        recent: { ...refused.recent, errors: 26, server_errors: 1 },
+      },
+    };
+    assert.deepEqual(findings(proc(s, 'route_errors')), [route]);
+  });
+
+  test('2: without the role to read failed HTTP calls, the summary says an operator token is needed', () => {
+    assert.match(proc(snapshot({ failures: null }), 'failure_rise').summary, /needs an operator token/);
+    assert.doesNotMatch(proc(snapshot({ failures: [] }), 'failure_rise').summary, /operator token/);
+  });
+
   test('6: missing metrics, no controllers, no uptime, a database down or a failed ACP call are findings', () => {
     assert.deepEqual(findings(proc(snapshot({ metrics: undefined }), 'acp_health')), ['system metrics']);
     const bare = snapshot();
