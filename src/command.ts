@@ -1,6 +1,6 @@
 /** The `sluice` command: parses the command line and runs a node, the doctor, or an operator or database command. */
 import { parseArgs } from 'node:util';
-import { createOperator } from './auth/index.ts';
+import { createOperator, TOKEN_PREFIX } from './auth/index.ts';
 import {
   ConfigError,
   DEFAULT_CLIENT_ERROR_RATE,
@@ -249,6 +249,14 @@ async function start(args: string[]): Promise<number> {
   });
 }
 
+/**
+ * A value echoed in a usage error, an operator token in it cut to its prefix: flags given in the
+ * wrong order put the token where a URL was expected (a security review saw it printed whole).
+ */
+function withoutTokens(value: string): string {
+  return value.replaceAll(new RegExp(`${TOKEN_PREFIX}[A-Za-z0-9_-]+`, 'g'), `${TOKEN_PREFIX}…`);
+}
+
 /** `sluice doctor`: talks to running nodes over their ACP only; reads no configuration. */
 async function doctor(args: string[]): Promise<number> {
   const { values } = parse(args, doctorOptions);
@@ -258,7 +266,7 @@ async function doctor(args: string[]): Promise<number> {
   if (urls.length === 0) throw new UsageError('doctor needs --url URL (or --urls URL,URL)');
   for (const u of urls) {
     if (!URL.canParse(u) || !/^https?:$/.test(new URL(u).protocol))
-      throw new UsageError(`not an http(s) URL: ${u}`);
+      throw new UsageError(`not an http(s) URL: ${withoutTokens(u)}`);
   }
   // The environment keeps the token out of shell history and `ps`.
   const token = values.token ?? process.env.SLUICE_TOKEN;

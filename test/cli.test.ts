@@ -88,6 +88,12 @@ describe('sluice CLI', () => {
       64,
     );
     assert.equal((await runCli(['start', '--bogus'], { cwd: dir })).code, 64);
+    // A token where the URL was expected (flags swapped) is not printed back whole.
+    const token = `slc_${'A1b2_C3d4-'.repeat(4)}`;
+    const swapped = await runCli(['doctor', '--url', token, '--token', 'http://127.0.0.1:1'], { cwd: dir });
+    assert.equal(swapped.code, 64);
+    assert.match(swapped.stderr, /not an http\(s\) URL: slc_…/);
+    assert.ok(!swapped.stderr.includes(token), swapped.stderr);
   });
 
   test('the command package.json names as its bin runs by itself, as `npx sluice` runs it', async () => {
