@@ -41,7 +41,7 @@ import {
 import { HttpClient } from './http-client/index.ts';
 import { RoutingService, registerGoRoute, simulate } from './routing/index.ts';
 import { migrateWhenReachable, openStorage, StartAbandoned, type Storage } from './storage/index.ts';
-import { clickWrites, DEFAULT_SCOPE, taskRunner } from './tasks/index.ts';
+import { clickWrites, taskRunner } from './tasks/index.ts';
 import { createLogger, type Logger, Telemetry } from './telemetry/index.ts';
 import { type Clock, systemClock } from './time/index.ts';
 
@@ -260,7 +260,8 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
         name,
         kind: task.kind,
         schedule: new Schedule(task.schedule),
-        scope: task.execution_scope ?? DEFAULT_SCOPE[task.kind]!,
+        // The loader gave every task its kind's scope; a probe must have said its own.
+        scope: task.execution_scope!,
         enabled: task.enabled,
         timeoutMs: task.timeout_ms,
         run: taskRunner(name, task, {

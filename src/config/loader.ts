@@ -11,6 +11,7 @@ import {
   ConfigSchema,
   CronTaskSchema,
   DEFAULT_TASKS,
+  KIND_SCOPES,
   PROBE_DEFAULTS,
   TASK_NAME_PATTERN,
 } from './schema.ts';
@@ -108,7 +109,9 @@ export function loadConfig(opts: LoadOptions = {}): LoadedConfig {
     throw new ConfigError(`config: ${key || '(root)'} in ${sourceOf(key)}: ${explain(first)}`);
   }
   checkSemantics(config, sourceOf, (key) => origin.has(key));
-  return { config, mode, dir, files };
+  const checked = config as unknown as Config;
+  for (const task of Object.values(checked.cron.tasks)) task.execution_scope ??= KIND_SCOPES[task.kind];
+  return { config: checked, mode, dir, files };
 }
 
 function readYaml(path: string, required: boolean): Plain | undefined {

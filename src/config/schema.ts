@@ -343,3 +343,16 @@ export const PROBE_DEFAULTS = {
 } as const satisfies Partial<Static<typeof CronTaskSchema>>;
 export type Role = (typeof ROLES)[number];
 export type CronTaskConfig = Static<typeof CronTaskSchema>;
+/**
+ * The `execution_scope` of a task that does not say, by kind (§10); `http.probe` has none: its
+ * configuration must say. Filled in by the loader, so the configuration view shows it.
+ */
+export const KIND_SCOPES: Record<CronTaskConfig['kind'], CronTaskConfig['execution_scope']> = {
+  'stats.flush': 'all',
+  'cache.reload': 'all',
+  'targets.check': 'leader',
+  'http.probe': undefined,
+  'clicks.retention': 'leader',
+  'reports.retention': 'leader',
+  'clicks.flush': 'all',
+};

@@ -1,6 +1,6 @@
 import type { ClickLog } from '../clicks/index.ts';
 import type { CronTaskConfig } from '../config/index.ts';
-import type { ExecutionScope, TaskContext } from '../cron/index.ts';
+import type { TaskContext } from '../cron/index.ts';
 import type { HttpClient } from '../http-client/index.ts';
 import type { RoutingService } from '../routing/index.ts';
 import type { Storage } from '../storage/index.ts';
@@ -27,17 +27,6 @@ export interface KindDeps {
 }
 
 export type TaskKind = CronTaskConfig['kind'];
-
-/** Default scope of each kind (§10); `http.probe` has none: its config must say. */
-export const DEFAULT_SCOPE: Record<TaskKind, ExecutionScope | undefined> = {
-  'stats.flush': 'all',
-  'cache.reload': 'all',
-  'targets.check': 'leader',
-  'http.probe': undefined,
-  'clicks.retention': 'leader',
-  'reports.retention': 'leader',
-  'clicks.flush': 'all',
-};
 
 /** The run function of a configured task: its kind, given only what that kind drives. */
 export function taskRunner(

@@ -112,18 +112,24 @@ describe('configuration loader', () => {
     assert.equal(shown.q?.method, 'HEAD');
     assert.equal(shown.q?.expect_status, 204);
     assert.equal(shown.q?.retries, 2);
+    // Every task's execution_scope too: its kind's when the file says none (a security review
+    // saw the built-in tasks' missing from the view).
     assert.deepEqual(shown.f, {
       kind: 'stats.flush',
       schedule: '* * * * *',
       enabled: true,
       timeout_ms: 60_000,
+      execution_scope: 'all',
     });
     assert.deepEqual(shown.stats_flush, {
       kind: 'stats.flush',
       schedule: '* * * * * *',
       enabled: true,
       timeout_ms: 30_000,
+      execution_scope: 'all',
     });
+    assert.equal(shown.targets_check?.execution_scope, 'leader');
+    assert.equal(shown.clicks_retention?.execution_scope, 'leader');
   });
 
   const refused: [string, Record<string, string>, NodeJS.ProcessEnv, RegExp][] = [

@@ -1,15 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { CronTaskConfig } from '../../src/config/index.ts';
+import { type CronTaskConfig, KIND_SCOPES } from '../../src/config/index.ts';
 import type { FlowRecord } from '../../src/storage/index.ts';
-import { CLICK_WAIT_WITH_TASK_MS, clickWrites, DEFAULT_SCOPE } from '../../src/tasks/index.ts';
+import { CLICK_WAIT_WITH_TASK_MS, clickWrites } from '../../src/tasks/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
 const CHROME =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
 
 test('clicks.flush runs on every node by default (each node writes its own buffer)', () => {
-  assert.equal(DEFAULT_SCOPE['clicks.flush'], 'all');
+  assert.equal(KIND_SCOPES['clicks.flush'], 'all');
 });
 
 describe('how the click log is written, and how long postbacks on other nodes wait for a click', () => {

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { pino } from 'pino';
+import { KIND_SCOPES } from '../../src/config/index.ts';
 import { Schedule, Scheduler, type TaskContext } from '../../src/cron/index.ts';
 import { newBatchId, type Storage } from '../../src/storage/index.ts';
 import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
-import { clicksRetention, DEFAULT_SCOPE } from '../../src/tasks/index.ts';
+import { clicksRetention } from '../../src/tasks/index.ts';
 import { Telemetry } from '../../src/telemetry/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
 import { newClick } from '../helpers/records.ts';
@@ -15,7 +16,7 @@ const DAY = 86_400_000;
 const NOW = Date.parse('2026-03-01T00:00:00Z');
 
 test('clicks.retention is leader-scoped by default (§11: a leader task)', () => {
-  assert.equal(DEFAULT_SCOPE['clicks.retention'], 'leader');
+  assert.equal(KIND_SCOPES['clicks.retention'], 'leader');
 });
 
 for (const backend of BACKENDS) {

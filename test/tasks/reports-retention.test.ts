@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { pino } from 'pino';
+import { KIND_SCOPES } from '../../src/config/index.ts';
 import type { TaskContext } from '../../src/cron/index.ts';
 import { newBatchId, type Storage } from '../../src/storage/index.ts';
 import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
-import { DEFAULT_SCOPE, reportsRetention } from '../../src/tasks/index.ts';
+import { reportsRetention } from '../../src/tasks/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
 import { newClick } from '../helpers/records.ts';
 import { BATCH_BACKENDS, type Opened } from '../storage/backends.ts';
@@ -14,7 +15,7 @@ const DAY = 86_400_000;
 const NOW = Date.parse('2026-03-01T00:00:00Z');
 
 test('reports.retention is leader-scoped by default (§15)', () => {
-  assert.equal(DEFAULT_SCOPE['reports.retention'], 'leader');
+  assert.equal(KIND_SCOPES['reports.retention'], 'leader');
 });
 
 for (const backend of BATCH_BACKENDS) {
