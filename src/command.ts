@@ -21,6 +21,7 @@ import {
   StartAbandoned,
   type Storage,
 } from './storage/index.ts';
+import { flushLogSync } from './telemetry/index.ts';
 import { systemClock } from './time/index.ts';
 
 /** A repeated stop signal within this long of the first is an echo (group + npm's forward). */
@@ -207,19 +208,21 @@ async function start(args: string[]): Promise<number> {
           echoed?.();
           return;
         }
+        // The stop is cut short: what it had not written yet is lost, and the last record says how much.
+        node.logger.error(
+          { signal, ...node.unwritten() },
+          'second signal during the stop: exiting now; what it had not written is lost',
+        );
+        flushLogSync(node.logger);
         process.stderr.write(`second ${signal}: exiting now\n`);
         process.exit(1);
       }
       signalledAt = performance.now();
       const limit = node.config.app.server.shutdown_timeout_ms;
       const timer = setTimeout(() => {
-        // What the click log still held is lost (a batch under way may yet have committed): say how many.
-        const clicks = node.clickLog.stats();
-        node.logger.error(
-          { timeout_ms: limit, clicks_buffered: clicks.buffered, clicks_unacked: clicks.unacked },
-          'graceful stop timed out; exiting',
-        );
-        node.logger.flush();
+        // What the node still held is lost (a batch under way may yet have committed): say how much.
+        node.logger.error({ timeout_ms: limit, ...node.unwritten() }, 'graceful stop timed out; exiting');
+        flushLogSync(node.logger);
         process.exit(1);
       }, limit + 1000);
       timer.unref();

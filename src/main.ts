@@ -57,6 +57,17 @@ export interface StartOptions extends LoadOptions {
   startAborted?: AbortSignal;
 }
 
+/**
+ * What a node holds that the database does not have yet: what a forced exit now loses. Clicks
+ * buffered or in batches not yet acknowledged (a batch under way may yet have committed), and the
+ * counts not yet persisted, summed over flows.
+ */
+export interface Unwritten {
+  clicks_buffered: number;
+  clicks_unacked: number;
+  counts_unpersisted: { clicks: number; no_match: number; bots: number; uniques: number };
+}
+
 /** A running node, as the CLI and the tests see it. */
 export interface SluiceNode {
   url: string;
@@ -79,6 +90,8 @@ export interface SluiceNode {
   acp: AcpRouter;
   /** Graceful stop: stop accepting, finish in-flight requests, release leadership, close storage. */
   stop(): Promise<void>;
+  /** What is not written yet, for the last record of an exit that does not wait for the stop. */
+  unwritten(): Unwritten;
 }
 
 /** How long leader-task runs stay in the run journal. */
@@ -469,6 +482,14 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       scheduler,
       logger,
       acp,
+      unwritten: () => {
+        const clicks = clickLog.stats();
+        return {
+          clicks_buffered: clicks.buffered,
+          clicks_unacked: clicks.unacked,
+          counts_unpersisted: routing.counters.unpersisted(),
+        };
+      },
       stop: () => {
         stopping ??= (async () => {
           stopDeadline = clock.monotonic() + config.app.server.shutdown_timeout_ms + STOP_SLACK_MS;

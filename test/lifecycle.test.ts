@@ -10,6 +10,7 @@ import { systemClock } from '../src/time/index.ts';
 import { CLI, runCli, START_LIMIT_MS } from './helpers/cli.ts';
 import { dropSchema, PG_URL, pgAvailable, pgBehindProxy, testSchema } from './helpers/postgres.ts';
 import { stallClients } from './helpers/stall.ts';
+import { until } from './helpers/until.ts';
 import { USER_AGENTS } from './helpers/user-agents.ts';
 
 /** A browser's user agent: a click without one is a bot (§11), never a hit. */
@@ -183,6 +184,67 @@ describe('graceful stop', () => {
       }
     });
   }
+});
+
+/** The JSON records a node printed, in order (its stderr lines, mixed in by {@link launch}, left out). */
+function records(out: string): Record<string, unknown>[] {
+  return out
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+/**
+ * A config dir for a SQLite node seeded with the `stop` flow, whose clicks and counts stay in
+ * memory until its stop writes them (neither the click log's timer nor `stats_flush` comes first).
+ */
+async function heldWritesConfig(timeoutMs: number): Promise<{ dir: string; db: string }> {
+  const own = mkdtempSync(join(tmpdir(), 'sluice-held-'));
+  const file = join(own, 'sluice.db');
+  await seedStopFlow(openSqlite(file, systemClock));
+  writeFileSync(
+    join(own, 'config.test.yml'),
+    `app:\n  server:\n    port: 0\n    shutdown_timeout_ms: ${timeoutMs}\nstorage:\n  sqlite:\n    path: ${file}\n` +
+      "clicks:\n  flush_interval_ms: 60000\ncron:\n  tasks:\n    stats_flush:\n      schedule: '0 0 0 1 1 *'\n",
+  );
+  return { dir: own, db: file };
+}
+
+describe('a second signal during a stop', () => {
+  test('exits 1 at once, and its last record says what the stop had not written', async () => {
+    // A stop held up by a stalled client for far longer than the test takes.
+    const held = await heldWritesConfig(120_000);
+    try {
+      const node = await launch(process.execPath, [CLI, 'start'], { configDir: held.dir });
+      const sockets = await stallClients(node.url, 1, '/go/stop');
+      try {
+        assert.equal(await clicks(node.url, 7), 7);
+        node.child.kill('SIGTERM');
+        await until(
+          'the first signal taken',
+          () => node.out().includes('"message":"signal received"'),
+          30_000,
+        );
+        // A repeat within a second of the first is its echo (a group signal and npm's copy of it):
+        // this one comes later, so it is someone who will not wait for the stop.
+        await new Promise((r) => setTimeout(r, 1100));
+        node.child.kill('SIGTERM');
+        const exit = await node.exited;
+        assert.deepEqual({ code: exit.code, signal: exit.signal }, { code: 1, signal: null }, node.out());
+        const last = records(node.out()).at(-1);
+        assert.equal(last?.level, 'error', node.out());
+        assert.match(String(last?.message), /second signal/);
+        assert.equal(last?.clicks_buffered, 7, node.out());
+        assert.equal(last?.clicks_unacked, 0);
+        assert.deepEqual(last?.counts_unpersisted, { clicks: 7, no_match: 0, bots: 0, uniques: 1 });
+      } finally {
+        for (const s of sockets) s.destroy();
+        node.child.kill('SIGKILL');
+      }
+    } finally {
+      rmSync(held.dir, { recursive: true, force: true });
+    }
+  });
 });
 
 /** The pids of a process's children, from /proc (Linux, as the CI machine). */

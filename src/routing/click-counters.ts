@@ -132,19 +132,21 @@ export class ClickCounters {
     return { clicks, no_match: noMatch, bots, uniques };
   }
 
-  /** Everything counted and not yet acknowledged by storage, summed over flows (what a stop that cannot write loses). */
-  unpersisted(): { clicks: number; no_match: number; bots: number } {
-    let clicks = 0;
-    let noMatch = 0;
-    let bots = 0;
+  /**
+   * Everything counted and not yet acknowledged by storage, summed over flows (an unacknowledged
+   * batch's included): what an exit now would lose.
+   */
+  unpersisted(): { clicks: number; no_match: number; bots: number; uniques: number } {
+    const out = { clicks: 0, no_match: 0, bots: 0, uniques: 0 };
     for (const flows of [this.#flows, this.#cutting?.flows, this.#unacked?.flows]) {
       for (const f of flows?.values() ?? []) {
-        clicks += f.clicks;
-        noMatch += f.noMatch;
-        bots += f.bots;
+        out.clicks += f.clicks;
+        out.no_match += f.noMatch;
+        out.bots += f.bots;
+        out.uniques += f.uniques;
       }
     }
-    return { clicks, no_match: noMatch, bots };
+    return out;
   }
 
   get pending(): boolean {

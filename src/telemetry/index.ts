@@ -8,7 +8,14 @@ export {
   type Sample,
 } from './exposition.ts';
 export { type HostSection, HostStats } from './host-stats.ts';
-export { createLogger, LazyRequestLogger, type Logger, type LoggerOptions, REDACT_PATHS } from './logger.ts';
+export {
+  createLogger,
+  flushLogSync,
+  LazyRequestLogger,
+  type Logger,
+  type LoggerOptions,
+  REDACT_PATHS,
+} from './logger.ts';
 export { DEFAULT_RELATIVE_ACCURACY, QuantileSketch } from './quantile-sketch.ts';
 export {
   CLIENT_ERROR,

@@ -52,6 +52,22 @@ export function createLogger(opts: LoggerOptions): Logger {
   );
 }
 
+/**
+ * Writes what the root logger still holds, now and on this thread. The stdout destination writes
+ * asynchronously, and `process.exit` does not wait for a write under way: a record logged just
+ * before a forced exit (a second stop signal, a stop past its deadline) is flushed with this first.
+ */
+export function flushLogSync(logger: Logger): void {
+  const stream = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as
+    | { flushSync?: () => void }
+    | undefined;
+  try {
+    stream?.flushSync?.();
+  } catch {
+    // A destination that is not ready or is gone: nothing more can reach it.
+  }
+}
+
 type LogArgs = [obj: unknown, msg?: string, ...args: unknown[]];
 
 /**

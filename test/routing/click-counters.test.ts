@@ -28,7 +28,7 @@ test('counts batch up; a failed batch is sent again as it was, same id, and new 
   assert.equal(c.pendingStream('s1').hits, 6, 'the failed batch and what came meanwhile are both pending');
   assert.deepEqual(c.pendingFlow('f1'), { clicks: 7, no_match: 1, bots: 0, uniques: 0 });
   // What a stop that cannot write would lose: every flow's, the unacknowledged batch's included.
-  assert.deepEqual(c.unpersisted(), { clicks: 7, no_match: 1, bots: 0 });
+  assert.deepEqual(c.unpersisted(), { clicks: 7, no_match: 1, bots: 0, uniques: 0 });
   assert.equal(c.unackedBatchId, sent[0]!.id);
 
   // The next flush fails again on the retried batch: the newer counts are not even cut yet.
@@ -51,7 +51,7 @@ test('counts batch up; a failed batch is sent again as it was, same id, and new 
   );
   assert.equal(await c.flush(async () => assert.fail('nothing left to flush')), 0);
   assert.equal(c.pending, false);
-  assert.deepEqual(c.unpersisted(), { clicks: 0, no_match: 0, bots: 0 }, 'not the totals since start');
+  assert.deepEqual(c.unpersisted(), { clicks: 0, no_match: 0, bots: 0, uniques: 0 }, 'not the totals since start');
   assert.equal(c.totalHits, 7);
   assert.equal(c.unackedBatchId, undefined);
   assert.equal(flushed.length, 2);
@@ -76,12 +76,12 @@ test('counts batch up; a failed batch is sent again as it was, same id, and new 
 
 test('unpersisted sums every flow: clicks, no-matches and bots not yet acknowledged', async () => {
   const c = new ClickCounters();
-  c.hit('f1', 's1', 1);
+  c.hit('f1', 's1', 1, true);
   c.noMatch('f2', 2);
   c.bot('f2', 3);
   c.bot('f3', 4);
-  assert.deepEqual(c.unpersisted(), { clicks: 1, no_match: 1, bots: 2 });
+  assert.deepEqual(c.unpersisted(), { clicks: 1, no_match: 1, bots: 2, uniques: 1 });
   await c.flush(async () => {});
-  assert.deepEqual(c.unpersisted(), { clicks: 0, no_match: 0, bots: 0 });
+  assert.deepEqual(c.unpersisted(), { clicks: 0, no_match: 0, bots: 0, uniques: 0 });
   assert.deepEqual([c.totalClicks, c.totalBots], [1, 2]);
 });
