@@ -4,6 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, test } from 'node:test';
 import { openPostgres, openSqlite, type Storage } from '../src/storage/index.ts';
 import { systemClock } from '../src/time/index.ts';
@@ -240,6 +241,37 @@ describe('a second signal during a stop', () => {
       } finally {
         for (const s of sockets) s.destroy();
         node.child.kill('SIGKILL');
+      }
+    } finally {
+      rmSync(held.dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a stop while another connection holds the SQLite write lock', () => {
+  test('ends at its deadline: the forced exit does not wait for the writer thread', async () => {
+    const held = await heldWritesConfig(300);
+    try {
+      const node = await launch(process.execPath, [CLI, 'start'], { configDir: held.dir });
+      // Another process's transaction (here this one's connection), held for the whole stop.
+      const locker = new DatabaseSync(held.db);
+      try {
+        assert.equal(await clicks(node.url, 5), 5);
+        locker.exec('BEGIN IMMEDIATE');
+        node.child.kill('SIGTERM');
+        const exit = await node.exited;
+        assert.deepEqual({ code: exit.code, signal: exit.signal }, { code: 1, signal: null }, node.out());
+        const timedOut = records(node.out()).find((r) => r.message === 'graceful stop timed out; exiting');
+        assert.ok(timedOut, node.out());
+        assert.equal(Number(timedOut.clicks_buffered) + Number(timedOut.clicks_unacked), 5);
+        // The record is written at the deadline (the timeout + 1 s) and the exit follows it at once.
+        // It used to wait for the writer thread asleep in SQLite's busy handler, up to its 5 s.
+        const after = exit.wall - Date.parse(String(timedOut.time));
+        assert.ok(after < 1000, `exited ${after} ms after the deadline`);
+      } finally {
+        node.child.kill('SIGKILL');
+        if (locker.isTransaction) locker.exec('ROLLBACK');
+        locker.close();
       }
     } finally {
       rmSync(held.dir, { recursive: true, force: true });

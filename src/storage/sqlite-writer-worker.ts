@@ -37,8 +37,11 @@ const {
 };
 
 const db = new DatabaseSync(path);
-// Waiting for the node's connection here only ever blocks this thread.
-db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}; PRAGMA foreign_keys = ON;`);
+// Another connection's lock is waited for on this thread's timers (the executor's busy wait), never
+// in SQLite's busy handler: a thread asleep inside SQLite cannot be ended, and `process.exit` waits
+// for every worker thread to end, so a stop forced at its deadline waited up to the busy timeout
+// for this one (another process holding the database's write lock).
+db.exec('PRAGMA busy_timeout = 0; PRAGMA foreign_keys = ON;');
 if (cacheMb !== undefined) db.exec(`PRAGMA cache_size = ${-Math.floor(cacheMb) * 1024}`);
 if (walAutocheckpoint !== undefined) db.exec(`PRAGMA wal_autocheckpoint = ${walAutocheckpoint}`);
 
@@ -48,7 +51,7 @@ const clock: Clock = { now: () => now, monotonic: () => performance.now() };
 // The node times each message as one query; the statements here are not timed twice (and the
 // telemetry package, with pino and prom-client, stays out of this thread: ~40 MB of RSS).
 const untimed: QueryTimer = { clock, ok: () => {}, failed: () => {} };
-const exec = new SqliteExecutor(db, untimed);
+const exec = new SqliteExecutor(db, untimed, { busyWaitMs: busyTimeoutMs });
 const guard = new BatchGuard(exec, clock);
 const clicks = new SqlClicks(exec, guard);
 const sightings = new SqlSightings(exec);
