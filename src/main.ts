@@ -102,10 +102,15 @@ const JOURNAL_KEEP_MS = 7 * 86_400_000;
  * refuses, for what is left of it.
  */
 const STOP_SLACK_MS = 1000;
-/** Kept, of a stop's budget, for what follows the click log: the counters, leadership, storage, exit. */
+/**
+ * Kept, of a stop's budget, for what follows the click log: the counters, the last sightings,
+ * leadership, storage, exit.
+ */
 const AFTER_CLICK_LOG_MS = 600;
-/** Kept, of a stop's budget, for what follows the counters: leadership, storage, the log, exit. */
+/** Kept, of a stop's budget, for what follows the counters: the last sightings, leadership, storage, exit. */
 const AFTER_COUNTERS_MS = 300;
+/** Kept, of a stop's budget, for what follows the last sightings: leadership, storage, the log, exit. */
+const AFTER_SIGHTINGS_MS = 200;
 /** A failed start undoes what it made with no stop deadline: the click log's retries are this long. */
 const UNDO_RETRY_MS = 1000;
 
@@ -292,18 +297,6 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     telemetry.setSection('cache', () => routing.cache.section());
     telemetry.setSection('streams', () => routing.streamsSection());
     telemetry.setSection('traffic_flows', () => routing.flowsSection());
-    telemetry.start();
-    routing.start();
-    // In-flight requests are done by the time this runs: whatever they counted is persisted
-    // before storage closes, whatever became of the server's close.
-    lifecycle.defer(() => routing.stop(leftOfStop(AFTER_COUNTERS_MS)));
-    clickLog.start();
-    // After the server drained: every click answered is in the buffer by then. A database that
-    // refuses is retried for what is left of the stop's budget (a short outage costs no click).
-    lifecycle.defer(async () => {
-      await clickLog.stop(leftOfStop(AFTER_CLICK_LOG_MS));
-    });
-
     // First sightings are written to the database: nodes that share PostgreSQL agree on uniques
     // through them, and a node (SQLite's single one too) that restarts still knows who clicked (§11).
     const clickDescriber = new ClickDescriber({
@@ -326,7 +319,21 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     });
     // Before the first click: the windows other nodes (or this node's last run) opened are loaded.
     await uniquenessExchange.start();
-    lifecycle.defer(() => uniquenessExchange.stop());
+    // The stop's database writes, one after another in the order of what they keep: the click log
+    // (the answered clicks), the counters, then the last sightings (the stack unwinds the last
+    // deferred first). Sightings not sent cost at most a visitor counted unique once more.
+    lifecycle.defer(() => uniquenessExchange.stop(leftOfStop(AFTER_SIGHTINGS_MS)));
+    telemetry.start();
+    routing.start();
+    // In-flight requests are done by the time this runs: whatever they counted is persisted
+    // before storage closes, whatever became of the server's close.
+    lifecycle.defer(() => routing.stop(leftOfStop(AFTER_COUNTERS_MS)));
+    clickLog.start();
+    // After the server drained: every click answered is in the buffer by then. A database that
+    // refuses is retried for what is left of the stop's budget (a short outage costs no click).
+    lifecycle.defer(async () => {
+      await clickLog.stop(leftOfStop(AFTER_CLICK_LOG_MS));
+    });
 
     const app = createServer({ config, logger, telemetry, serverId, geo });
     const graceMs = config.app.server.shutdown_timeout_ms;

@@ -102,12 +102,52 @@ export class UniquenessExchange {
     return run;
   }
 
-  /** Stops the rounds and sends what this node saw last (best effort: a node stopping does not wait on a refusing database). */
-  async stop(): Promise<void> {
+  /**
+   * Stops the rounds and sends what this node saw last: one write, after any round under way (a
+   * stopping node has nothing more to learn or prune). Best effort, for at most `timeoutMs`: a
+   * node stopping does not wait on a refusing or slow database past that; what was not sent is
+   * logged (the other nodes may count those visitors unique once more).
+   */
+  async stop(timeoutMs?: number): Promise<void> {
     this.#stopped = true;
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
-    await this.#background();
+    const run = this.#chain.then(() => this.#sendLast());
+    this.#chain = run.catch(() => {});
+    const last = run.then(
+      () => true,
+      (err: unknown) => {
+        this.#o.logger.warn(
+          { err: (err as Error).message, unsent: this.#unsentRows.length },
+          'uniqueness exchange: the last sightings could not be sent at the stop',
+        );
+        return true;
+      },
+    );
+    if (timeoutMs === undefined) {
+      await last;
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<false>((r) => {
+      timer = setTimeout(() => r(false), timeoutMs);
+    });
+    const done = await Promise.race([last, late]);
+    clearTimeout(timer);
+    if (!done)
+      this.#o.logger.warn(
+        { timeout_ms: timeoutMs, unsent: this.#unsentRows.length },
+        'uniqueness exchange: the last sightings were not sent by the end of the stop',
+      );
+  }
+
+  /** The stop's write: this node's new sightings, and those still unsent. */
+  async #sendLast(): Promise<void> {
+    this.#queue(this.#o.window.takeNew());
+    if (this.#unsentRows.length === 0) return;
+    const sent = await this.#o.store.add(this.#o.serverId, this.#unsentRows);
+    this.#unsentRows = [];
+    this.#stats.sent += sent;
   }
 
   stats(): UniquenessExchangeStats {

@@ -9,6 +9,7 @@ export class TcpProxy {
   #server: Server | undefined;
   readonly #sockets = new Set<Socket>();
   #frozen = false;
+  #delayMs = 0;
   port = 0;
 
   constructor(targetHost: string, targetPort: number) {
@@ -31,7 +32,8 @@ export class TcpProxy {
         s.on('close', () => this.#sockets.delete(s));
         s.on('error', () => s.destroy());
       }
-      client.pipe(upstream).pipe(client);
+      this.#forward(client, upstream);
+      this.#forward(upstream, client);
       client.on('close', () => upstream.destroy());
       upstream.on('close', () => client.destroy());
     });
@@ -43,6 +45,27 @@ export class TcpProxy {
     const addr = server.address();
     this.port = typeof addr === 'object' && addr ? addr.port : port;
     return this.port;
+  }
+
+  /** Passes what `from` sends on to `to`, `delayMs` later when a delay is set (in order either way). */
+  #forward(from: Socket, to: Socket): void {
+    from.on('data', (chunk: Buffer) => {
+      if (this.#delayMs === 0) to.write(chunk);
+      // Timers of one duration fire in the order they were set: the bytes keep their order.
+      else setTimeout(() => to.destroyed || to.write(chunk), this.#delayMs);
+    });
+    from.on('end', () => {
+      if (this.#delayMs === 0) to.end();
+      else setTimeout(() => to.end(), this.#delayMs);
+    });
+  }
+
+  /**
+   * A slow network: from now on each chunk, in either direction, is passed on `ms` later (a round
+   * trip takes 2 × `ms` more); 0 passes at once again.
+   */
+  delay(ms: number): void {
+    this.#delayMs = ms;
   }
 
   /** Drops every connection and stops listening: clients see resets, then refusals. */
@@ -61,10 +84,7 @@ export class TcpProxy {
    */
   freeze(): void {
     this.#frozen = true;
-    for (const s of this.#sockets) {
-      s.unpipe();
-      s.pause();
-    }
+    for (const s of this.#sockets) s.pause();
   }
 
   /** Listens again on the same port. */
