@@ -7,6 +7,9 @@
  * cannot be written, or with NODE_DISABLE_COMPILE_CACHE=1, Node quietly compiles as before.
  */
 import { enableCompileCache } from 'node:module';
+import { holdStopSignals } from './stop-signals.ts';
 
+// A stop asked for while `sluice start` still loads its code is kept, not fatal (src/stop-signals.ts).
+if (process.argv[2] === 'start') holdStopSignals();
 enableCompileCache();
 await import('./command.ts');

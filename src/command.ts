@@ -14,6 +14,7 @@ import { formatReport, runDoctor } from './doctor/index.ts';
 import { hasCode } from './errors/index.ts';
 import { startNode } from './main.ts';
 import { seedDemo } from './routing/index.ts';
+import { releaseStopSignals, SIGNAL_ECHO_MS } from './stop-signals.ts';
 import {
   migrateWhenReachable,
   openStorage,
@@ -24,8 +25,6 @@ import {
 import { flushLogSync } from './telemetry/index.ts';
 import { systemClock } from './time/index.ts';
 
-/** A repeated stop signal within this long of the first is an echo (group + npm's forward). */
-const SIGNAL_ECHO_MS = 1000;
 /**
  * Run by `npm start` and stopped by one signal: how long the node waits, once stopped, for npm's
  * copy of it. npm forwards a stop signal to its script and stops listening for signals when the
@@ -160,12 +159,12 @@ async function start(args: string[]): Promise<number> {
   let earlyAt = 0;
   // Only a wait for an unreachable database gives up on it: nothing has been taken yet to keep.
   const startAborted = new AbortController();
-  const onEarly = (signal: NodeJS.Signals) => {
+  const onEarly = (signal: NodeJS.Signals, at = performance.now()) => {
     if (early === undefined) {
       early = signal;
-      earlyAt = performance.now();
+      earlyAt = at;
       startAborted.abort();
-    } else if (performance.now() - earlyAt >= SIGNAL_ECHO_MS) {
+    } else if (at - earlyAt >= SIGNAL_ECHO_MS) {
       // A second signal, not an echo: someone waiting on a stuck start (a database that hangs).
       process.stderr.write(`second ${signal} while starting: exiting now\n`);
       process.exit(1);
@@ -173,6 +172,9 @@ async function start(args: string[]): Promise<number> {
   };
   process.on('SIGTERM', onEarly);
   process.on('SIGINT', onEarly);
+  // One the entry held while the modules loaded (src/cli.ts), with the time it came.
+  const held = releaseStopSignals();
+  if (held !== undefined) onEarly(held.signal, held.at);
   const unhook = () => {
     process.off('SIGTERM', onEarly);
     process.off('SIGINT', onEarly);

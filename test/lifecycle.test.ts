@@ -362,6 +362,35 @@ describe('a stop asked for while the node starts', () => {
   });
 });
 
+describe('a stop asked for while the node loads its code', () => {
+  test('is held from the first statement and carried out once it has started: exit 0', async () => {
+    const preload = resolve(import.meta.dirname, 'helpers/signal-while-loading.ts');
+    const child = spawn(process.execPath, ['--import', preload, CLI, 'start'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, APP_CONFIG_DIR: dir, APP_MODE: 'test' },
+    });
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    child.stderr.on('data', (d) => {
+      out += d;
+    });
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
+      child.on('exit', (code, signal) => res({ code, signal })),
+    );
+    const closed = new Promise((res) => child.on('close', res));
+    try {
+      assert.deepEqual(await exited, { code: 0, signal: null }, out);
+      await closed; // its output read to the end
+      assert.match(out, /"signal":"SIGTERM","message":"signal received"/);
+      assert.match(out, /"message":"sluice stopped"/);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});
+
 describe('run by npm', () => {
   /** src/command.ts: how long a node run by npm waits, once stopped, for npm's copy of the signal. */
   const NPM_ECHO_WAIT_MS = 250;

@@ -1,0 +1,40 @@
+/**
+ * A stop signal (SIGTERM, SIGINT) that reaches `sluice start` while it is still loading its code
+ * (about a second on a cold start): held from the entry's first statement, before the imports, and
+ * handed to the start, which carries it out once the node has started (or gives up a wait for the
+ * database). Without it, the signal's default action killed the process, which wrote nothing and
+ * did not exit 0. Imports nothing, so that it is in place before anything heavy loads.
+ */
+
+/** A repeated stop signal within this long of the first is an echo (group + npm's forward). */
+export const SIGNAL_ECHO_MS = 1000;
+
+export interface HeldSignal {
+  signal: NodeJS.Signals;
+  /** When it came, on `performance.now()`. */
+  at: number;
+}
+
+let held: HeldSignal | undefined;
+
+const hold = (signal: NodeJS.Signals) => {
+  if (held === undefined) held = { signal, at: performance.now() };
+  else if (performance.now() - held.at >= SIGNAL_ECHO_MS) {
+    // A second signal, not an echo: someone who will not wait for the start.
+    process.stderr.write(`second ${signal} while starting: exiting now\n`);
+    process.exit(1);
+  }
+};
+
+/** Holds stop signals from now on, until {@link releaseStopSignals}. */
+export function holdStopSignals(): void {
+  process.on('SIGTERM', hold);
+  process.on('SIGINT', hold);
+}
+
+/** Stops holding (the caller has its own handlers in place by then) and returns the first signal held. */
+export function releaseStopSignals(): HeldSignal | undefined {
+  process.off('SIGTERM', hold);
+  process.off('SIGINT', hold);
+  return held;
+}
