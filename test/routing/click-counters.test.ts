@@ -51,7 +51,11 @@ test('counts batch up; a failed batch is sent again as it was, same id, and new 
   );
   assert.equal(await c.flush(async () => assert.fail('nothing left to flush')), 0);
   assert.equal(c.pending, false);
-  assert.deepEqual(c.unpersisted(), { clicks: 0, no_match: 0, bots: 0, uniques: 0 }, 'not the totals since start');
+  assert.deepEqual(
+    c.unpersisted(),
+    { clicks: 0, no_match: 0, bots: 0, uniques: 0 },
+    'not the totals since start',
+  );
   assert.equal(c.totalHits, 7);
   assert.equal(c.unackedBatchId, undefined);
   assert.equal(flushed.length, 2);
