@@ -28,7 +28,7 @@ import {
   resolveBuildInfo,
 } from './config/index.ts';
 import { registerConsole } from './console/index.ts';
-import { registerPostbackRoute } from './conversions/index.ts';
+import { postbackDialect, registerPostbackRoute } from './conversions/index.ts';
 import { Schedule, Scheduler } from './cron/index.ts';
 import { describeCause } from './errors/index.ts';
 import {
@@ -433,6 +433,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       pendingClick: (clickId) => clickLog.find(clickId),
       keySha256: config.postback.key_sha256,
       previousKeySha256: config.postback.previous_key_sha256,
+      dialect: postbackDialect(config.postback),
       // Its own count: a network still sending an old key must not lock operators out of the ACP.
       limiter: new AuthLimiter(authLimits),
       recentClickWaitMs: writes.waitMs,

@@ -48,6 +48,10 @@ export const NODE_ID_PATTERN = '^[A-Za-z0-9._:-]{1,128}$';
 export const TASK_NAME_PATTERN = '^[A-Za-z0-9._-]{1,64}$';
 
 export const ROLES = ['viewer', 'operator', 'admin'] as const;
+/** The parameters of a postback (§12) that `postback.aliases` may give other names. */
+export const POSTBACK_PARAMS = ['click_id', 'status', 'payout', 'currency', 'txid', 'key'] as const;
+/** A parameter name or status value a network sends. */
+const POSTBACK_NAME = '^[A-Za-z0-9_.-]{1,64}$';
 /** An operator's name, configured (`acp.operators`) or stored (the CLI, the ACP): one alphabet. */
 export const OPERATOR_NAME_PATTERN = '^[A-Za-z0-9._@-]{1,64}$';
 export const TASK_KINDS = [
@@ -160,6 +164,19 @@ export const ConfigSchema = Type.Object(
         // The key being replaced, accepted beside key_sha256 until every network has the new one:
         // a network still on the old key would otherwise fail (and be locked out) after the restart.
         previous_key_sha256: Type.Optional(Sha256Hex({ secret: true })),
+        // Networks name things their own way (Keitaro's `subid`, a `status=approved`): other
+        // parameter names read as §12's, and other status values read as lead, sale or rejected.
+        // None by default: §12's names and values only.
+        aliases: Type.Record(
+          Type.String({ pattern: POSTBACK_NAME }),
+          Type.Union(POSTBACK_PARAMS.map((p) => Type.Literal(p))),
+          { default: {} },
+        ),
+        statuses: Type.Record(
+          Type.String({ pattern: POSTBACK_NAME }),
+          Type.Union([Type.Literal('lead'), Type.Literal('sale'), Type.Literal('rejected')]),
+          { default: {} },
+        ),
       },
       strict,
     ),

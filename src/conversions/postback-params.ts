@@ -53,19 +53,59 @@ function text(raw: unknown, param: string, problems: Problem[]): string | undefi
   return String(v);
 }
 
-/** A parameter from the body when it names it, else from the query string. */
-function picker(query: unknown, body: unknown): (name: string) => unknown {
+/**
+ * A network's own names (`postback.aliases`, `postback.statuses`): another parameter name read as
+ * one of §12's, another status value read as lead, sale or rejected (either case).
+ */
+export interface PostbackDialect {
+  aliases: Readonly<Record<string, string>>;
+  statuses: Readonly<Record<string, ConversionStatus>>;
+}
+
+const PLAIN: PostbackDialect = { aliases: {}, statuses: {} };
+
+/** The dialect of `postback.aliases` and `postback.statuses`, status values in lower case (they are read in any case). */
+export function postbackDialect(cfg: {
+  aliases: Readonly<Record<string, string>>;
+  statuses: Readonly<Record<string, ConversionStatus>>;
+}): PostbackDialect {
+  return {
+    aliases: cfg.aliases,
+    statuses: Object.fromEntries(Object.entries(cfg.statuses).map(([k, v]) => [k.toLowerCase(), v])),
+  };
+}
+
+/**
+ * A parameter from the body when it names it, else from the query string; under one of its
+ * aliases when neither names it (the first alias given, in the order the configuration lists them).
+ */
+function picker(query: unknown, body: unknown, dialect: PostbackDialect): (name: string) => unknown {
   const q = (typeof query === 'object' && query !== null ? query : {}) as Record<string, unknown>;
   const b = (typeof body === 'object' && body !== null && !Array.isArray(body) ? body : {}) as Record<
     string,
     unknown
   >;
-  return (name) => (Object.hasOwn(b, name) ? b[name] : q[name]);
+  const own = (name: string) =>
+    Object.hasOwn(b, name) ? b[name] : Object.hasOwn(q, name) ? q[name] : undefined;
+  return (name) => {
+    const v = own(name);
+    if (v !== undefined) return v;
+    for (const [alias, target] of Object.entries(dialect.aliases)) {
+      if (target !== name) continue;
+      const a = own(alias);
+      if (a !== undefined) return a;
+    }
+    return undefined;
+  };
 }
 
 /** The `key` parameter, read before anything else is judged: a caller without it learns nothing more. */
-export function postbackKey(query: unknown, body: unknown): string | undefined {
-  const v = single(picker(query, body)('key'));
+export function postbackKey(
+  query: unknown,
+  body: unknown,
+  dialect: PostbackDialect = PLAIN,
+): string | undefined {
+  const v = single(picker(query, body, dialect)('key'));
   return typeof v === 'string' ? v : undefined;
 }
 
@@ -73,8 +113,8 @@ export function postbackKey(query: unknown, body: unknown): string | undefined {
  * The postback's parameters from the query string merged with the body (the body wins where both
  * name a parameter), checked all at once: one `validation.invalid_input` lists every problem.
  */
-export function parsePostback(query: unknown, body: unknown): Postback {
-  const pick = picker(query, body);
+export function parsePostback(query: unknown, body: unknown, dialect: PostbackDialect = PLAIN): Postback {
+  const pick = picker(query, body, dialect);
   const problems: Problem[] = [];
 
   const clickId = text(pick('click_id'), 'click_id', problems);
@@ -86,11 +126,14 @@ export function parsePostback(query: unknown, body: unknown): Postback {
   }
 
   const statusRaw = text(pick('status'), 'status', problems);
-  const status = (
-    statusRaw === undefined || statusRaw === '' ? 'sale' : statusRaw.toLowerCase()
-  ) as ConversionStatus;
+  const said = statusRaw === undefined || statusRaw === '' ? 'sale' : statusRaw.toLowerCase();
+  const status = (Object.hasOwn(dialect.statuses, said) ? dialect.statuses[said] : said) as ConversionStatus;
   if (!CONVERSION_STATUSES.includes(status)) {
-    problems.push({ param: 'status', message: `must be one of ${CONVERSION_STATUSES.join(', ')}` });
+    const mapped = Object.keys(dialect.statuses);
+    problems.push({
+      param: 'status',
+      message: `must be one of ${[...CONVERSION_STATUSES, ...mapped].join(', ')}${mapped.length === 0 ? " (postback.statuses maps a network's own values)" : ''}`,
+    });
   }
 
   let payoutMicros = 0;

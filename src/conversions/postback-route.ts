@@ -12,7 +12,7 @@ import {
   fromMicros,
 } from '../storage/index.ts';
 import type { Clock } from '../time/index.ts';
-import { parsePostback, postbackKey, postbackKeyAccepted } from './postback-params.ts';
+import { type PostbackDialect, parsePostback, postbackKey, postbackKeyAccepted } from './postback-params.ts';
 
 export interface PostbackRouteOptions {
   conversions: ConversionStore;
@@ -22,6 +22,8 @@ export interface PostbackRouteOptions {
   keySha256: string | undefined;
   /** `postback.previous_key_sha256`: the key being replaced, still accepted beside the new one. */
   previousKeySha256?: string | undefined;
+  /** A network's own parameter names and status values (`postback.aliases`, `postback.statuses`). */
+  dialect?: PostbackDialect;
   /** Wrong or missing keys count against the client address like failed ACP tokens. */
   limiter?: AuthLimiter | undefined;
   /**
@@ -143,14 +145,14 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
       const limiter = opts.limiter;
       // A locked-out address is refused whatever key it sends (a right one answered 200 would tell
       // a guesser which it was), unless it has sent this same key, right, from there before.
-      const key = postbackKey(query, request.body) ?? '';
+      const key = postbackKey(query, request.body, opts.dialect) ?? '';
       if (limiter !== undefined && !limiter.proven(request.ip, key)) limiter.check(request.ip);
       if (!postbackKeyAccepted(opts.keySha256, key === '' ? undefined : key, opts.previousKeySha256)) {
         limiter?.failed(request.ip);
         throw new ApiError('auth.unauthorized', 'The postback key is missing or wrong.');
       }
       if (opts.keySha256 !== undefined) limiter?.prove(request.ip, key);
-      const pb = parsePostback(query, request.body);
+      const pb = parsePostback(query, request.body, opts.dialect);
       const apply = () =>
         opts.conversions.upsert(
           {

@@ -333,3 +333,71 @@ describe('postbacks while the key is being replaced', () => {
     assert.ok(!t.logs.raw.includes('old-key') && !t.logs.raw.includes('new-key'));
   });
 });
+
+describe("postbacks in a network's own words (postback.aliases, postback.statuses)", () => {
+  const key = 'dialect-key';
+  let t: TestNode;
+  before(async () => {
+    t = await startTestNode({
+      yaml: [
+        'postback:',
+        `  key_sha256: ${sha256Hex(key)}`,
+        '  aliases: { subid: click_id, sum: payout, tid: txid, secret: key }',
+        '  statuses: { Approved: sale, pending: lead, declined: rejected }',
+        '',
+      ].join('\n'),
+    });
+    await t.node.storage.clicks.insertBatch({
+      id: newBatchId(),
+      server_id: 'n1',
+      rows: [newClick({ click_id: 'dialect-1' }), newClick({ click_id: 'dialect-2' })],
+    });
+  });
+  after(() => t.close());
+
+  test("Keitaro's subid and a network's status values read as §12's; §12's own names still win", async () => {
+    const approved = await call(t, `/postback?subid=dialect-1&status=APPROVED&sum=12.5&tid=T1&secret=${key}`);
+    assert.equal(approved.status, 200, JSON.stringify(approved.body));
+    assert.deepEqual([approved.body.click_id, approved.body.status], ['dialect-1', 'sale']);
+    const declined = await call(t, `/postback?subid=dialect-1&status=declined&tid=T1&key=${key}`);
+    assert.equal(declined.body.status, 'rejected');
+    const [conv, ...rest] = await t.node.storage.conversions.ofClick('dialect-1');
+    assert.deepEqual(rest, []);
+    assert.deepEqual([conv?.status, conv?.payout, conv?.txid, conv?.postbacks], ['rejected', 0, 'T1', 2]);
+    // Both names sent: §12's is the one read.
+    const both = await call(t, `/postback?click_id=dialect-2&subid=dialect-1&status=pending&key=${key}`);
+    assert.deepEqual([both.body.click_id, both.body.status], ['dialect-2', 'lead']);
+    // A value the map does not know is refused, naming what is accepted.
+    const unknown = await call(t, `/postback?subid=dialect-2&status=hold&key=${key}`);
+    assert.equal(unknown.status, 400);
+    assert.match(
+      unknown.body.error!.message,
+      /\/status: must be one of lead, sale, rejected, approved, pending, declined/,
+    );
+  });
+});
+
+describe('postbacks without a dialect keep §12 as written', () => {
+  let t: TestNode;
+  before(async () => {
+    t = await startTestNode();
+    await t.node.storage.clicks.insertBatch({
+      id: newBatchId(),
+      server_id: 'n1',
+      rows: [newClick({ click_id: 'plain-1' })],
+    });
+  });
+  after(() => t.close());
+
+  test('status=approved is a bad value and subid is no click id', async () => {
+    const approved = await call(t, '/postback?click_id=plain-1&status=approved');
+    assert.equal(approved.status, 400);
+    assert.match(
+      approved.body.error!.message,
+      /must be one of lead, sale, rejected \(postback\.statuses maps/,
+    );
+    const subid = await call(t, '/postback?subid=plain-1');
+    assert.equal(subid.status, 400);
+    assert.match(subid.body.error!.message, /\/click_id: is required/);
+  });
+});
