@@ -387,6 +387,8 @@ export function acpHealth(s: NodeSnapshot): ProcedureResult {
     if (clicks !== undefined) items.push(clicks);
     const noDefault = noDefaultItem(m.traffic_flows?.without_default_stream);
     if (noDefault !== undefined) items.push(noDefault);
+    const misses = unknownSlugsItem(m.traffic_flows?.unknown_slugs);
+    if (misses !== undefined) items.push(misses);
   }
   for (const p of s.problems) items.push({ subject: 'acp', message: p, finding: true });
   const uptime = m?.host?.uptime_seconds;
@@ -441,6 +443,28 @@ function noDefaultItem(
     message: `warning: ${plural(w.count, 'flow')} with traffic and no active default stream (${slugs}${w.count > 10 ? ', …' : ''}): a click no other stream takes is lost (404, or routing.fallback_url); add a default stream`,
     finding: false,
     data: { ...w },
+  };
+}
+
+/**
+ * Requests for slugs that route nowhere (no flow, or a paused one): a warning naming the most
+ * recent — an ad's link with a typo, or a paused campaign still paid for, answered 404 or sent to
+ * the fallback with no click to show for it. An older node without the section: no item.
+ */
+function unknownSlugsItem(
+  u: Partially<FlowsSection['unknown_slugs']> | undefined,
+): ProcedureItem | undefined {
+  if (u === undefined || !Array.isArray(u.recent) || u.recent.length === 0) return undefined;
+  const num = (v: unknown) => (typeof v === 'number' ? v : 0);
+  const named = u.recent
+    .slice(0, 5)
+    .map((r) => `${r.slug} ×${num(r.count)} (${r.flow === 'paused' ? 'paused' : 'no flow'})`)
+    .join(', ');
+  return {
+    subject: 'slugs that route nowhere',
+    message: `warning: ${plural(num(u.unknown), 'request')} for slugs no flow has and ${plural(num(u.paused), 'request')} for paused flows since start; most recent: ${named}: a link with a typo or a paused campaign gets no clicks counted`,
+    finding: false,
+    data: { ...u },
   };
 }
 

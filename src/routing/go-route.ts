@@ -159,8 +159,11 @@ export function registerGoRoute(
     fallbackUrl === undefined
       ? noStream(clickId)
       : { status: 302, headers: { location: fallbackUrl, 'x-click-id': clickId } };
-  const unknownSlug = (): FastAnswer | ApiError =>
-    fallbackUrl === undefined ? noFlow() : { status: 302, headers: { location: fallbackUrl } };
+  /** A slug no active flow has (`slug` undefined: not a slug at all): noted, then the 404 or the fallback. */
+  const unknownSlug = (slug: string | undefined, paused: boolean): FastAnswer | ApiError => {
+    routing.slugMisses.note(slug, paused, clock.now());
+    return fallbackUrl === undefined ? noFlow() : { status: 302, headers: { location: fallbackUrl } };
+  };
 
   /**
    * One click on a flow: described once, the routing decision, the redirect, the counters and the
@@ -170,11 +173,12 @@ export function registerGoRoute(
    * `bot_action` (§13) and are counted apart.
    */
   const click = (
+    slug: string,
     flow: CompiledFlow | null,
     trace: RequestTrace,
     req: IncomingMessage,
   ): FastAnswer | ApiError => {
-    if (flow === null || !flow.active) return unknownSlug();
+    if (flow === null || !flow.active) return unknownSlug(slug, flow !== null);
     // The query string read here from the raw URL on both paths, by one parser.
     const url = req.url!;
     const q = url.indexOf('?');
@@ -223,13 +227,13 @@ export function registerGoRoute(
     if (looked !== undefined) throw looked;
     const slug = request.params.slug;
     if (!SLUG.test(slug)) {
-      const answer = unknownSlug();
+      const answer = unknownSlug(undefined, false);
       if (answer instanceof ApiError) throw answer;
       return reply.code(answer.status).headers(answer.headers).send();
     }
     const trace: RequestTrace = { id: request.id, country: request.country, client: request.clientAddress };
     const send = (flow: CompiledFlow | null) => {
-      const answer = click(flow, trace, request.raw);
+      const answer = click(slug, flow, trace, request.raw);
       if (answer instanceof ApiError) throw answer;
       reply.code(answer.status).headers(answer.headers).send(answer.body);
     };
@@ -245,7 +249,7 @@ export function registerGoRoute(
       if (!SLUG.test(slug)) return undefined;
       const cached = routing.cache.peek(slug);
       if (cached === undefined) return undefined; // a miss: the route loads it
-      const answer = click(cached, trace, req);
+      const answer = click(slug, cached, trace, req);
       if (answer instanceof ApiError) {
         (req as Looked)[kOutcome] = answer;
         return undefined;

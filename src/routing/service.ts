@@ -26,6 +26,7 @@ import { DailyCaps } from './daily-caps.ts';
 import { type LoadedChunk, RoutingCache } from './routing-cache.ts';
 import { normaliseFilters, ruleProblems } from './rules.ts';
 import type { FlowCreate, FlowList, FlowUpdate, StreamCreate, StreamList, StreamUpdate } from './schemas.ts';
+import { SlugMisses } from './slug-misses.ts';
 import { countryListProblems, rejectIf, targetUrlField } from './validation.ts';
 
 export interface RoutingOptions {
@@ -64,6 +65,8 @@ export class RoutingService {
   readonly counters = new ClickCounters();
   /** Daily caps of the streams this node has compiled (§13). */
   readonly caps = new DailyCaps(this.counters);
+  /** Requests for slugs that route nowhere (`/go` notes them; `traffic_flows.unknown_slugs`). */
+  readonly slugMisses = new SlugMisses();
   readonly #storage: Storage;
   readonly #log: Logger;
   readonly #flushMs: number;
@@ -282,6 +285,7 @@ export class RoutingService {
       bots: this.counters.totalBots,
       uniques: this.counters.totalUniques,
       without_default_stream: { count: this.#noDefault.size, slugs: [...this.#noDefault].slice(0, 10) },
+      unknown_slugs: this.slugMisses.section(),
     };
   }
 

@@ -65,6 +65,15 @@ export interface FlowsSection {
    * a click no other stream takes is lost to them (404, or `routing.fallback_url`). Slugs: the first 10.
    */
   without_default_stream: { count: number; slugs: string[] };
+  /**
+   * Requests for slugs that route nowhere since the node started: `unknown` (no flow has the slug),
+   * `paused` (its flow is paused), and the last 20 such slugs, most recent first.
+   */
+  unknown_slugs: {
+    unknown: number;
+    paused: number;
+    recent: { slug: string; count: number; flow: 'paused' | 'unknown'; last_seen_at: string }[];
+  };
 }
 
 /** The click log of this node (an extension of §5; §11 "never silent"). */
@@ -123,6 +132,7 @@ export const EMPTY_SECTIONS: { readonly [K in SectionName]: () => Sections[K] } 
     bots: 0,
     uniques: 0,
     without_default_stream: { count: 0, slugs: [] },
+    unknown_slugs: { unknown: 0, paused: 0, recent: [] },
   }),
   clicks: () => ({
     buffered: 0,

@@ -78,6 +78,9 @@ describe('web console in a browser', { skip }, () => {
   });
 
   test('an admin sees the node, a flagged failing task and its HTTP calls, then creates a flow and follows its redirect', async () => {
+    // An ad's link with a typo: no flow has the slug.
+    for (let i = 0; i < 2; i++)
+      await (await fetch(`${t.url}/go/no-such-ad`, { redirect: 'manual' })).arrayBuffer();
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
     const seen = watchConsole(page);
     await signIn(page, admin);
@@ -91,6 +94,8 @@ describe('web console in a browser', { skip }, () => {
       await page.textContent('[data-testid=overview-click-log]'),
       `${log.buffered + log.unacked} / ${log.dropped}`,
     );
+    // The Traffic card names the slug that routes nowhere.
+    assert.equal(await page.textContent('[data-testid=overview-unknown-slugs]'), 'no-such-ad ×2');
     // The Database card: a SQLite node's checkpoint thread (runs / failed / backlog).
     assert.match(
       (await page.textContent('[data-testid=overview-checkpoints]')) ?? '',

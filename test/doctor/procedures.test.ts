@@ -428,6 +428,40 @@ describe('operator procedures', () => {
     );
   });
 
+  test('6: requests for slugs that route nowhere are a warning naming the most recent', () => {
+    const s = snapshot();
+    s.metrics = {
+      ...s.metrics,
+      traffic_flows: {
+        unknown_slugs: {
+          unknown: 37,
+          paused: 2,
+          recent: [
+            { slug: 'spring', count: 2, flow: 'paused', last_seen_at: '2026-11-27T08:00:00.000Z' },
+            { slug: 'fb-keto-dee', count: 37, flow: 'unknown', last_seen_at: '2026-11-27T07:59:00.000Z' },
+          ],
+        },
+      },
+    };
+    const p = proc(s, 'acp_health');
+    assert.equal(p.status, 'ok');
+    const item = p.items.find((i) => i.subject === 'slugs that route nowhere')!;
+    assert.equal(item.finding, false);
+    assert.match(
+      item.message,
+      /^warning: 37 requests for slugs no flow has and 2 requests for paused flows since start; most recent: spring ×2 \(paused\), fb-keto-dee ×37 \(no flow\)/,
+    );
+    const none = snapshot();
+    none.metrics = {
+      ...none.metrics,
+      traffic_flows: { unknown_slugs: { unknown: 0, paused: 0, recent: [] } },
+    };
+    assert.equal(
+      proc(none, 'acp_health').items.some((i) => i.subject === 'slugs that route nowhere'),
+      false,
+    );
+  });
+
   test('7: the commit of both lists and the version; lists that disagree or cannot be read are findings', () => {
     const ok = proc(snapshot(), 'version_audit');
     assert.match(ok.summary, /commit abc123, version 1\.2\.3/);

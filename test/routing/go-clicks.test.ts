@@ -199,6 +199,43 @@ for (const backend of BACKENDS) {
       assert.deepEqual([listed.clicks, listed.no_match, listed.bots], [0, 2, 0]);
     });
 
+    it('requests for slugs that route nowhere are counted, and the last slugs named (a typo, a paused flow)', async () => {
+      const misses = () => t.node.routing.flowsSection().unknown_slugs;
+      const before = misses();
+      const paused = await call<FlowRecord>('/acp/traffic-flows/create', {
+        slug: 'on-hold',
+        name: 'On hold',
+      });
+      await call('/acp/streams/create', {
+        flow_id: paused.id,
+        name: 'd',
+        type: 'default',
+        target_url: 'https://held.test/',
+      });
+      await call('/acp/traffic-flows/update', { id: paused.id, version: paused.version, status: 'paused' });
+      // Cold, then cached (the fast path): both counted.
+      for (let i = 0; i < 3; i++)
+        assert.equal((await go('fb-keto-dee', { 'user-agent': CHROME })).status, 404);
+      assert.equal((await go('on-hold', { 'user-agent': CHROME })).status, 404);
+      assert.equal((await go('%00bad', { 'user-agent': CHROME })).status, 404);
+      const after = misses();
+      assert.equal(after.unknown - before.unknown, 4, 'three typos and one that is no slug at all');
+      assert.equal(after.paused - before.paused, 1);
+      assert.deepEqual(
+        after.recent.slice(0, 2).map((r) => [r.slug, r.count, r.flow]),
+        [
+          ['on-hold', 1, 'paused'],
+          ['fb-keto-dee', 3, 'unknown'],
+        ],
+      );
+      assert.ok(!after.recent.some((r) => r.slug.includes('\u0000')), 'what is no slug is not kept by name');
+      // The same figures in system metrics.
+      const metrics = (await (await t.acp('/acp/system/metrics', admin, {})).json()) as {
+        traffic_flows: { unknown_slugs: typeof after };
+      };
+      assert.deepEqual(metrics.traffic_flows.unknown_slugs.recent.slice(0, 2), after.recent.slice(0, 2));
+    });
+
     it('forward_query appends the incoming query; {param:NAME} and the other macros are filled and encoded', async () => {
       const flow = await call<FlowRecord>('/acp/traffic-flows/create', {
         slug: 'fwd',

@@ -224,6 +224,16 @@ export function OverviewPage({ me, live }) {
         <${Row} k="clicks / no match" v=${`${fmt.n(m.traffic_flows.clicks)} / ${fmt.n(m.traffic_flows.no_match)}`} />
         <${Row} k="streams (active)" v=${`${fmt.n(m.streams.total)} (${fmt.n(m.streams.active)})`} />
         ${
+          m.traffic_flows.unknown_slugs?.recent?.length > 0 &&
+          html`<${Row}
+          k="slugs that route nowhere"
+          v=${html`<span class="warn-text" data-testid="overview-unknown-slugs" title="Requests for a slug no flow has, or a paused flow's, since this node started: answered 404 or sent to the fallback URL, with no click counted">${m.traffic_flows.unknown_slugs.recent
+            .slice(0, 3)
+            .map((r) => `${r.slug} ×${fmt.n(r.count)}${r.flow === 'paused' ? ' (paused)' : ''}`)
+            .join(', ')}</span>`}
+        />`
+        }
+        ${
           m.clicks &&
           html`<${Row}
           k="click log: held / dropped"
