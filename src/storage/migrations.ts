@@ -678,4 +678,37 @@ export const MIGRATIONS: readonly Migration[] = [
     sqlite: `CREATE TABLE deployment_secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL, created_at TEXT NOT NULL);`,
     postgres: `CREATE TABLE deployment_secrets (name TEXT COLLATE "C" PRIMARY KEY, value TEXT NOT NULL, created_at TIMESTAMPTZ NOT NULL);`,
   },
+  {
+    version: 18,
+    name: 'names and ids of flows, streams, the audit log and the cluster compared bytewise',
+    // Migration 5's rule, for the text columns the other lists sort, page or filter on: with the
+    // database's default collation PostgreSQL ordered names as its locale does (en_US: "eclair,
+    // Ecĺair, Éclair, Euro flow, same, Same") where SQLite orders bytes ("Ecĺair, Euro flow, Same,
+    // eclair, same, Éclair"), so the two answered `sort.by: name|slug` and its cursors differently.
+    // Only the collation changes: no table is rewritten, the indexes on these columns are rebuilt.
+    // Equality alone is bytewise under any deterministic collation, so these keep theirs: `status`
+    // and `type` (fixed ASCII values; the totals triggers name `status`) and the click log's and
+    // conversions' filters (changing them would rebuild the largest tables' indexes for nothing).
+    // SQLite's columns are BINARY already.
+    sqlite: 'SELECT 1;',
+    postgres: `
+      ALTER TABLE traffic_flows
+        ALTER COLUMN id TYPE TEXT COLLATE "C",
+        ALTER COLUMN slug TYPE TEXT COLLATE "C",
+        ALTER COLUMN name TYPE TEXT COLLATE "C";
+      ALTER TABLE streams
+        ALTER COLUMN id TYPE TEXT COLLATE "C",
+        ALTER COLUMN flow_id TYPE TEXT COLLATE "C",
+        ALTER COLUMN name TYPE TEXT COLLATE "C";
+      ALTER TABLE audit_log
+        ALTER COLUMN operator TYPE TEXT COLLATE "C",
+        ALTER COLUMN action TYPE TEXT COLLATE "C",
+        ALTER COLUMN target_type TYPE TEXT COLLATE "C",
+        ALTER COLUMN target_id TYPE TEXT COLLATE "C";
+      ALTER TABLE nodes ALTER COLUMN server_id TYPE TEXT COLLATE "C";
+      ALTER TABLE task_runs
+        ALTER COLUMN run_id TYPE TEXT COLLATE "C",
+        ALTER COLUMN task TYPE TEXT COLLATE "C";
+    `,
+  },
 ];
