@@ -182,7 +182,7 @@ export class SqlStorage implements Storage {
       avg_ms: e.avg_ms,
       p95_ms: e.p95_ms,
       last_error: st.lastError,
-      ...(this.#b.checkpoints ? { checkpoints: this.#b.checkpoints() } : {}),
+      checkpoints: this.#b.checkpoints?.() ?? null,
     };
   }
 

@@ -26,9 +26,10 @@ export interface DbSection {
   last_error: string | null;
   /**
    * SQLite on a file with its checkpoint thread (#12): checkpoints run and failed, and the log pages
-   * the last one left behind.
+   * the last one left behind. Null where nothing checkpoints (PostgreSQL, a one-off command's
+   * SQLite): the key is there on every backend, so the object has one shape.
    */
-  checkpoints?: { runs: number; failures: number; backlog_pages: number; last_error: string | null };
+  checkpoints: { runs: number; failures: number; backlog_pages: number; last_error: string | null } | null;
 }
 
 /** One cron task (§5 `tasks.<name>`). */
@@ -121,6 +122,7 @@ export const EMPTY_SECTIONS: { readonly [K in SectionName]: () => Sections[K] } 
     avg_ms: 0,
     p95_ms: 0,
     last_error: null,
+    checkpoints: null,
   }),
   tasks: () => ({}),
   streams: () => ({ total: 0, active: 0, hits: 0, uniques: 0 }),

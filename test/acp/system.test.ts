@@ -6,6 +6,7 @@ import { sha256Hex } from '../../src/auth/index.ts';
 import type { SystemMetrics } from '../../src/telemetry/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { until } from '../helpers/until.ts';
+import { BACKENDS } from '../storage/backends.ts';
 
 const SECTIONS = [
   'host',
@@ -441,5 +442,33 @@ describe('faults apart from noise (§17)', () => {
     } finally {
       await t.close();
     }
+  });
+});
+
+describe('system metrics db section on both backends', async () => {
+  const available = (await Promise.all(BACKENDS.map((b) => b.available()))).every(Boolean);
+  test('has the same keys, checkpoints null on PostgreSQL (found by a backend differential test)', {
+    skip: !available && 'PostgreSQL unavailable',
+  }, async () => {
+    const dbs: Record<string, SystemMetrics['db']> = {};
+    for (const backend of BACKENDS) {
+      const t = await backend.startNode();
+      try {
+        const res = await t.acp('/acp/system/metrics', await t.token('viewer'));
+        assert.equal(res.status, 200);
+        dbs[backend.name] = ((await res.json()) as SystemMetrics).db;
+      } finally {
+        await t.close();
+      }
+    }
+    const { sqlite, postgres } = dbs as Record<'sqlite' | 'postgres', SystemMetrics['db']>;
+    assert.deepEqual(Object.keys(postgres).sort(), Object.keys(sqlite).sort());
+    assert.equal(postgres.checkpoints, null);
+    assert.deepEqual(Object.keys(sqlite.checkpoints ?? {}).sort(), [
+      'backlog_pages',
+      'failures',
+      'last_error',
+      'runs',
+    ]);
   });
 });

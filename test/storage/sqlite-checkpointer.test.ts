@@ -114,7 +114,7 @@ describe('the SQLite checkpoint thread (#12)', () => {
     await withDatabase(async (path) => {
       const s = openSqlite(path, systemClock);
       await s.migrate();
-      assert.equal(s.stats().checkpoints, undefined);
+      assert.equal(s.stats().checkpoints, null);
       await s.clicks.insertBatch({ id: newBatchId(), server_id: 'n1', rows: clicks(CLICKS) });
       await s.close();
       assert.equal(storedClicks(path), CLICKS);
