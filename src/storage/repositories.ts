@@ -287,6 +287,8 @@ const STREAM_MUTABLE = [
   'daily_cap',
 ] as const;
 const encodeStream = (k: string, v: unknown) => (k === 'filters' ? JSON.stringify(v) : v);
+/** What `targets.check` records on a stream (migration 3); null together: never checked. */
+const TARGET_CHECK_COLUMNS = ['target_status', 'target_error', 'target_checked_at'] as const;
 
 export class SqlStreams implements StreamStore {
   readonly #x: SqlExecutor;
@@ -333,11 +335,24 @@ export class SqlStreams implements StreamStore {
     expectedVersion?: number,
   ): Promise<StreamRecord | undefined> {
     const set = setClause(changes, STREAM_MUTABLE, encodeStream);
+    // A new target has not been checked: the last check's result (an "unreachable" badge) was about
+    // the old one. The right-hand sides read the row as it was, so an unchanged URL keeps it.
+    const url = changes.target_url;
+    const reset =
+      url === undefined
+        ? []
+        : TARGET_CHECK_COLUMNS.map((c) => `${c} = CASE WHEN target_url = ? THEN ${c} END, `);
     const guard = expectedVersion === undefined ? '' : ' AND version = ?';
     const [row] = await this.#x.all(
-      `UPDATE streams SET ${set.sql ? `${set.sql}, ` : ''}version = version + 1, updated_at = ?
+      `UPDATE streams SET ${set.sql ? `${set.sql}, ` : ''}${reset.join('')}version = version + 1, updated_at = ?
        WHERE id = ?${guard} RETURNING ${STREAM_COLUMNS}`,
-      [...set.params, iso(this.#clock), id, ...(expectedVersion === undefined ? [] : [expectedVersion])],
+      [
+        ...set.params,
+        ...reset.map(() => url),
+        iso(this.#clock),
+        id,
+        ...(expectedVersion === undefined ? [] : [expectedVersion]),
+      ],
     );
     return row && toStream(row);
   }
@@ -362,6 +377,7 @@ export class SqlStreams implements StreamStore {
   }
   async setTargetStatus(
     id: string,
+    targetUrl: string,
     status: 'ok' | 'unreachable',
     error: string | null,
     checkedAt: string,
@@ -370,8 +386,9 @@ export class SqlStreams implements StreamStore {
     const ts = this.#x.dialect === 'postgres' ? 'CAST(? AS TIMESTAMPTZ)' : '?';
     const f = fenceClause(fence);
     const n = await this.#x.run(
-      `UPDATE streams SET target_status = ?, target_error = ?, target_checked_at = ${ts} WHERE id = ?${f.sql}`,
-      [status, storableText(error), checkedAt, id, ...f.params],
+      `UPDATE streams SET target_status = ?, target_error = ?, target_checked_at = ${ts}
+       WHERE id = ? AND target_url = ?${f.sql}`,
+      [status, storableText(error), checkedAt, id, targetUrl, ...f.params],
     );
     return n === 1;
   }

@@ -197,11 +197,14 @@ export interface StreamStore {
    */
   activeTargets(afterId: string | undefined, limit: number): Promise<StreamTarget[]>;
   /**
-   * Records a target check, a leader-only write: fenced, false when the fence no longer holds or
-   * the stream is gone. Does not change `version`: it is not an edit.
+   * Records a check of `targetUrl`, a leader-only write: fenced, false when the fence no longer
+   * holds, the stream is gone or its target is no longer `targetUrl` (changed while it was checked:
+   * an update clears the result, and the old URL's must not come back). Does not change `version`:
+   * it is not an edit.
    */
   setTargetStatus(
     id: string,
+    targetUrl: string,
     status: 'ok' | 'unreachable',
     error: string | null,
     checkedAt: string,

@@ -98,13 +98,15 @@ async function checkTargets(
       if (error !== null) unreachable++;
       const written = await deps.streams.setTargetStatus(
         s.id,
+        s.target_url,
         error === null ? 'ok' : 'unreachable',
         error,
         new Date(deps.clock.now()).toISOString(),
         ctx.fence,
       );
-      // Nothing written: either the stream was deleted meanwhile, or leadership was lost (fenced).
-      if (!written && ctx.fence && (await deps.streams.get(s.id))) {
+      // Nothing written: the stream was deleted or given another target meanwhile, or leadership
+      // was lost (fenced).
+      if (!written && ctx.fence && (await deps.streams.get(s.id))?.target_url === s.target_url) {
         throw new Error(`fenced: epoch ${ctx.epoch} no longer holds the lease`);
       }
       await slice.pause();

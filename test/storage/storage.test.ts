@@ -548,12 +548,70 @@ for (const backend of BACKENDS) {
       });
       const s = await storage.streams.create(stream(f.id));
       const at = new Date().toISOString();
-      assert.equal(await storage.streams.setTargetStatus(s.id, 'unreachable', 'bad\u0000byte', at), true);
+      assert.equal(
+        await storage.streams.setTargetStatus(s.id, s.target_url, 'unreachable', 'bad\u0000byte', at),
+        true,
+      );
       assert.equal((await storage.streams.get(s.id))?.target_error, 'bad\uFFFDbyte');
       const run = { run_id: `nul-${backend.name}`, task: 'nul', server_id: 'n1', epoch: 1 };
       await storage.cluster.startRun(run, undefined);
       assert.equal(await storage.cluster.finishRun(run.run_id, 'x\u0000y', undefined), true);
       assert.equal((await storage.cluster.runs('nul'))[0]?.error, 'x\uFFFDy');
+    });
+
+    it('a stream given another target is unchecked again (its "unreachable" badge went only at the next check)', async () => {
+      const f = await storage.flows.create({
+        slug: 'retarget',
+        name: 'r',
+        status: 'active',
+        rotation: 'position',
+      });
+      const s = await storage.streams.create(stream(f.id, { target_url: 'https://typo.test/' }));
+      const checkedAt = '2026-11-27T10:00:00.000Z';
+      // As `targets.check` left it.
+      await opened
+        .sql()
+        .run('UPDATE streams SET target_status = ?, target_error = ?, target_checked_at = ? WHERE id = ?', [
+          'unreachable',
+          'HTTP 404',
+          checkedAt,
+          s.id,
+        ]);
+      const check = async () => {
+        const r = await storage.streams.get(s.id);
+        return [r?.target_status, r?.target_error, r?.target_checked_at];
+      };
+      const flagged = ['unreachable', 'HTTP 404', checkedAt];
+      await storage.streams.update(s.id, { name: 'renamed' });
+      assert.deepEqual(await check(), flagged, 'another field changed: the check still holds');
+      await storage.streams.update(s.id, { target_url: 'https://typo.test/' });
+      assert.deepEqual(await check(), flagged, 'the same target: the check still holds');
+      const fixed = await storage.streams.update(s.id, { target_url: 'https://fixed.test/' }, 3);
+      assert.equal(fixed?.version, 4);
+      assert.deepEqual(
+        [fixed?.target_status, fixed?.target_error, fixed?.target_checked_at],
+        [null, null, null],
+      );
+      assert.deepEqual(await check(), [null, null, null]);
+    });
+
+    it("a check of a stream's old target, still under way when the target changed, is not recorded", async () => {
+      const f = await storage.flows.create({
+        slug: 'retarget-2',
+        name: 'r',
+        status: 'active',
+        rotation: 'position',
+      });
+      const s = await storage.streams.create(stream(f.id, { target_url: 'https://typo.test/' }));
+      await storage.streams.update(s.id, { target_url: 'https://fixed.test/' });
+      const at = new Date().toISOString();
+      assert.equal(
+        await storage.streams.setTargetStatus(s.id, s.target_url, 'unreachable', 'HTTP 404', at),
+        false,
+      );
+      assert.equal((await storage.streams.get(s.id))?.target_status, null);
+      assert.equal(await storage.streams.setTargetStatus(s.id, 'https://fixed.test/', 'ok', null, at), true);
+      assert.equal((await storage.streams.get(s.id))?.target_status, 'ok');
     });
 
     it('counters add atomically: concurrent batches from two connections sum exactly', async () => {
