@@ -97,6 +97,11 @@ export class DailyCaps {
     return this.#caps.size;
   }
 
+  /** The cap of a stream this node routes (its flow compiled), if it has one. */
+  get(streamId: string): StreamCap | undefined {
+    return this.#caps.get(streamId);
+  }
+
   /**
    * Reads the day's count of the caps made since the last call: a flow is compiled, then its caps
    * learn what every node (this one before a restart included) already counted, before it routes.

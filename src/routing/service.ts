@@ -324,9 +324,16 @@ export class RoutingService {
       : f;
   }
 
-  #streamView(s: StreamRecord): StreamRecord {
+  /**
+   * A stream as lists show it: with what this node counted and has not written, and, for a capped
+   * stream this node routes, `cap_today` — the clicks of its current day in the flow's time zone
+   * as the hot path sees them (null when this node has not compiled its flow: no traffic here).
+   */
+  #streamView(s: StreamRecord): StreamRecord & { cap_today?: number | null } {
     const p = this.counters.pendingStream(s.id);
-    return p.hits ? { ...s, hits: s.hits + p.hits, uniques: s.uniques + p.uniques } : s;
+    const viewed = p.hits ? { ...s, hits: s.hits + p.hits, uniques: s.uniques + p.uniques } : s;
+    if (!(s.daily_cap > 0)) return viewed;
+    return { ...viewed, cap_today: this.caps.get(s.id)?.used(this.#clock.now()) ?? null };
   }
 
   async createFlow(body: FlowCreate): Promise<FlowRecord> {

@@ -83,6 +83,17 @@ for (const backend of BACKENDS) {
         sim.trace.find((s) => s.name === 'capped')!.reason,
         /daily cap reached: 3 of 3 clicks today/,
       );
+      // The streams list says so too: a buyer saw only "3/day" while the offer took no more.
+      const listed = await acp<{ items: (StreamRecord & { cap_today?: number | null })[] }>(
+        t,
+        admin,
+        '/acp/streams/list',
+        { filter: { flow_id: capped.flow_id } },
+      );
+      assert.deepEqual(Object.fromEntries(listed.items.map((s) => [s.name, s.cap_today])), {
+        capped: 3,
+        rest: undefined,
+      });
       // Raised: the stream takes clicks again.
       await acp(t, admin, '/acp/streams/update', { id: capped.id, daily_cap: 4 });
       assert.equal(await where(t, 'cap-one'), 'https://capped.test/');

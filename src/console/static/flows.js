@@ -392,7 +392,12 @@ function Streams({ flow, admin }) {
       key: 'daily_cap',
       label: 'Cap',
       num: true,
-      render: (s) => (s.daily_cap ? `${fmt.n(s.daily_cap)}/day` : '–'),
+      render: (s) => {
+        if (!s.daily_cap) return '–';
+        if (typeof s.cap_today !== 'number') return `${fmt.n(s.daily_cap)}/day`;
+        const reached = s.cap_today >= s.daily_cap;
+        return html`<span class=${reached ? 'bad-text' : ''} data-testid=${`cap-${s.name}`} title="Clicks today in the flow's time zone, as this node counts them">${fmt.n(s.daily_cap)}/day · ${fmt.n(s.cap_today)} today${reached ? ' (reached)' : ''}</span>`;
+      },
     },
     { key: 'status', label: 'Status' },
     {
