@@ -1,4 +1,4 @@
-import { hasCode } from '../errors/index.ts';
+import { describeCause, hasCode } from '../errors/index.ts';
 import {
   CLICK_BATCH_MAX_ROWS,
   type ClickBatch,
@@ -13,7 +13,7 @@ import { type Clock, retryUntil, systemClock } from '../time/index.ts';
 
 /**
  * Attempts of one batch that failed for a reason other than the database being unavailable (a row
- * the database refuses, a deadlock...) before it is given up and its clicks counted as dropped:
+ * the database refuses: a constraint, bad data) before it is given up and its clicks counted as dropped:
  * a batch that can never be written must not hold up every click behind it until the buffer
  * overflows. An unavailable database is retried for as long as it takes.
  */
@@ -174,7 +174,7 @@ export class ClickLog {
       return await this.persist();
     } catch (err) {
       this.#log.warn(
-        { err: (err as Error).message, buffered: this.#buf.length, unacked: this.#held },
+        { err: describeCause(err), buffered: this.#buf.length, unacked: this.#held },
         'click log flush failed; its batches are kept and sent again',
       );
       return 0;
@@ -251,7 +251,9 @@ export class ClickLog {
       } catch (err) {
         this.#failed++;
         p.attempts++;
-        this.#lastError = (err as Error).message;
+        // With its cause: "the database is unavailable" alone cannot tell a full disk from a refused
+        // connection (a review found the console's "failing since" row saying no more).
+        this.#lastError = describeCause(err);
         this.#failingSince ??= this.#clock.now();
         if (hasCode(err, 'db.unavailable') || p.attempts < CLICK_BATCH_MAX_ATTEMPTS) throw err;
         this.#pending.shift();

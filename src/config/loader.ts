@@ -12,6 +12,8 @@ import {
   CronTaskSchema,
   DEFAULT_TASKS,
   KIND_SCOPES,
+  POSTBACK_PARAMS,
+  POSTBACK_STATUSES,
   PROBE_DEFAULTS,
   TASK_NAME_PATTERN,
 } from './schema.ts';
@@ -266,6 +268,22 @@ function checkSemantics(c: Config, sourceOf: (key: string) => string, isSet: (ke
       if (b[i]! <= b[i - 1]!)
         fail(`observability.metrics.${name}`, `expected strictly increasing bounds, got ${shown(b)}`);
     }
+  }
+  // A network's words may add to §12's, never change them: an alias named like a parameter, or a
+  // status value that is one of §12's, would quietly reread what every other network sends.
+  for (const alias of Object.keys(c.postback.aliases)) {
+    if ((POSTBACK_PARAMS as readonly string[]).includes(alias))
+      fail(`postback.aliases.${alias}`, `${alias} is a postback parameter of its own; expected another name`);
+  }
+  const statusKeys = new Map<string, string>();
+  for (const value of Object.keys(c.postback.statuses)) {
+    const lower = value.toLowerCase();
+    if ((POSTBACK_STATUSES as readonly string[]).includes(lower))
+      fail(`postback.statuses.${value}`, `${lower} is a status of its own; expected another value`);
+    const twin = statusKeys.get(lower);
+    if (twin !== undefined)
+      fail(`postback.statuses.${value}`, `the same value as ${twin} (values are read in any case)`);
+    statusKeys.set(lower, value);
   }
   c.app.server.trusted_proxies.forEach((cidr, i) => {
     if (!parseCidr(cidr))

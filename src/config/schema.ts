@@ -50,6 +50,8 @@ export const TASK_NAME_PATTERN = '^[A-Za-z0-9._-]{1,64}$';
 export const ROLES = ['viewer', 'operator', 'admin'] as const;
 /** The parameters of a postback (§12) that `postback.aliases` may give other names. */
 export const POSTBACK_PARAMS = ['click_id', 'status', 'payout', 'currency', 'txid', 'key'] as const;
+/** §12's conversion statuses, which `postback.statuses` maps a network's values to. */
+export const POSTBACK_STATUSES = ['lead', 'sale', 'rejected'] as const;
 /** A parameter name or status value a network sends. */
 const POSTBACK_NAME = '^[A-Za-z0-9_.-]{1,64}$';
 /** An operator's name, configured (`acp.operators`) or stored (the CLI, the ACP): one alphabet. */
@@ -174,7 +176,7 @@ export const ConfigSchema = Type.Object(
         ),
         statuses: Type.Record(
           Type.String({ pattern: POSTBACK_NAME }),
-          Type.Union([Type.Literal('lead'), Type.Literal('sale'), Type.Literal('rejected')]),
+          Type.Union(POSTBACK_STATUSES.map((s) => Type.Literal(s))),
           { default: {} },
         ),
       },

@@ -44,6 +44,11 @@ export function isRefusedLogin(err: unknown): boolean {
  * batch a second (found by a reliability test).
  */
 const UNAVAILABLE_CLASSES = ['08', '53', '57', '58'];
+/**
+ * Codes of those classes that depend on the statement: `temp_file_limit` exceeded (53400) would
+ * fail the same batch forever. Given up after its attempts like any refused statement.
+ */
+const STATEMENT_CODES = new Set(['53400']);
 /** One code of another class each: a standby after a failover, and two transient conflicts. */
 const TRANSIENT_CODES = new Set([
   '25006', // read_only_sql_transaction: a node still pointed at a server that became a standby
@@ -57,7 +62,7 @@ export function isUnavailable(err: unknown): boolean {
     typeof e.code === 'string' &&
     (UNAVAILABLE_CODES.has(e.code) ||
       TRANSIENT_CODES.has(e.code) ||
-      UNAVAILABLE_CLASSES.includes(e.code.slice(0, 2)))
+      (UNAVAILABLE_CLASSES.includes(e.code.slice(0, 2)) && !STATEMENT_CODES.has(e.code)))
   )
     return true;
   return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout/i.test(
@@ -81,7 +86,10 @@ function mapError(err: unknown, stats: QueryStats, start: number): never {
   const unavailable = isUnavailable(err);
   stats.failed(start, err, unavailable);
   const code = (err as { code?: string }).code;
-  if (code === '23505' || code === '23503' || code === '40001') {
+  // A serialization failure (40001) is no conflict of the caller's making: no transaction here is
+  // serializable, so it is a standby's conflict with recovery, unavailable like the rest (a review
+  // found it still mapped here, so a click batch that met it was given up after ten attempts).
+  if (code === '23505' || code === '23503') {
     throw new ApiError('resource.conflict', undefined, { cause: err });
   }
   if (unavailable) throw new ApiError('db.unavailable', undefined, { cause: err });

@@ -37,8 +37,22 @@ export interface LoggerOptions {
  * The one root logger: JSON lines with `level` as a label, ISO `time`, `message`, and the node's
  * `server_id` on every record (§7 of the contract).
  */
+/**
+ * How long a final flush ({@link flushLogSync}) waits for a stdout that takes nothing more (a full
+ * pipe, a stalled log collector) before the exit goes on without the rest.
+ */
+export const FINAL_FLUSH_WAIT_MS = 500;
+
+/** When each logger's stdout gives up retrying a write that would block: never, until a final flush. */
+const giveUp = new WeakMap<Logger, { at: number }>();
+
 export function createLogger(opts: LoggerOptions): Logger {
-  return pino(
+  const limit = { at: Number.POSITIVE_INFINITY };
+  // Node opens stdout (a pipe: a log collector, npm) without blocking once `process.stdout` is
+  // made, so a write a full pipe cannot take fails with EAGAIN, which the bound below applies to;
+  // left blocking, a final flush behind a stalled reader would wait in the kernel, unbounded.
+  if (opts.destination === undefined) void process.stdout.fd;
+  const logger = pino(
     {
       level: opts.level,
       name: opts.name,
@@ -48,8 +62,11 @@ export function createLogger(opts: LoggerOptions): Logger {
       formatters: { level: (label) => ({ level: label }) },
       redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
     },
-    opts.destination ?? pino.destination({ dest: 1, sync: false }),
+    opts.destination ??
+      pino.destination({ dest: 1, sync: false, retryEAGAIN: () => performance.now() < limit.at }),
   );
+  giveUp.set(logger, limit);
+  return logger;
 }
 
 /**
@@ -58,6 +75,10 @@ export function createLogger(opts: LoggerOptions): Logger {
  * before a forced exit (a second stop signal, a stop past its deadline) is flushed with this first.
  */
 export function flushLogSync(logger: Logger): void {
+  // Bounded: a stdout that cannot take more would otherwise hold the exit forever (sonic-boom's
+  // flushSync sleeps and retries a blocked write without end; a review found it).
+  const limit = giveUp.get(logger);
+  if (limit !== undefined) limit.at = performance.now() + FINAL_FLUSH_WAIT_MS;
   const stream = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as
     | { flushSync?: () => void }
     | undefined;

@@ -147,7 +147,7 @@ for (const backend of BACKENDS) {
       clock.advance(1000);
       assert.equal(await log.flush(), 0);
       assert.equal(log.stats().failed_flushes, 2);
-      assert.equal(log.stats().last_error, 'deadlock detected');
+      assert.equal(log.stats().last_error, 'Error: deadlock detected');
       assert.equal(
         log.stats().failing_since,
         '2026-11-27T07:00:00.000Z',
@@ -155,7 +155,7 @@ for (const backend of BACKENDS) {
       );
       assert.equal(await log.flush(), 5);
       assert.equal(await stored('retry'), 5);
-      assert.equal(log.stats().last_error, 'deadlock detected', 'the last error stays');
+      assert.equal(log.stats().last_error, 'Error: deadlock detected', 'the last error stays');
       assert.equal(log.stats().failing_since, null, 'failing no more');
     });
 
@@ -192,27 +192,34 @@ for (const backend of BACKENDS) {
 
     // SQLite's read-only refusal is classified in test/storage/sqlite-executor.test.ts: its click
     // batches go through the writer thread's own connection, which a test cannot make read-only.
-    test('a database that refuses every write for a while (disk full) loses no batch, however many attempts', {
-      skip: backend.name !== 'postgres' ? 'PostgreSQL only' : !available && 'postgres unavailable',
-    }, async () => {
-      await sql.script(
-        `CREATE FUNCTION refuse_all() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'full' USING ERRCODE = 'disk_full'; END $$;
+    for (const errcode of ['disk_full', 'serialization_failure', 'read_only_sql_transaction'])
+      test(`a database that refuses every write for a while (${errcode}) loses no batch, however many attempts`, {
+        skip: backend.name !== 'postgres' ? 'PostgreSQL only' : !available && 'postgres unavailable',
+      }, async () => {
+        await sql.script(
+          `CREATE FUNCTION refuse_all() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'full' USING ERRCODE = '${errcode}'; END $$;
          CREATE TRIGGER refuse_all BEFORE INSERT ON clicks FOR EACH ROW EXECUTE FUNCTION refuse_all()`,
-      );
-      const log = logOf(storage.clicks, { batchMaxRows: 4 });
-      try {
-        for (let i = 0; i < 6; i++) log.append(newClick({ flow_id: 'refusing' }));
-        for (let i = 0; i < CLICK_BATCH_MAX_ATTEMPTS + 3; i++) {
-          await assert.rejects(log.persist(), (err: unknown) => hasCode(err, 'db.unavailable'));
-          assert.deepEqual([log.stats().unacked, log.stats().dropped], [6, 0], `attempt ${i + 1}: all kept`);
+        );
+        const log = logOf(storage.clicks, { batchMaxRows: 4 });
+        try {
+          for (let i = 0; i < 6; i++) log.append(newClick({ flow_id: `refusing-${errcode}` }));
+          for (let i = 0; i < CLICK_BATCH_MAX_ATTEMPTS + 3; i++) {
+            await assert.rejects(log.persist(), (err: unknown) => hasCode(err, 'db.unavailable'));
+            assert.deepEqual(
+              [log.stats().unacked, log.stats().dropped],
+              [6, 0],
+              `attempt ${i + 1}: all kept`,
+            );
+            // The database's own words, not only "unavailable".
+            assert.match(log.stats().last_error ?? '', /db\.unavailable.*caused by: .*full/);
+          }
+        } finally {
+          await sql.script('DROP FUNCTION refuse_all() CASCADE');
         }
-      } finally {
-        await sql.script('DROP FUNCTION refuse_all() CASCADE');
-      }
-      assert.equal(await log.persist(), 6);
-      assert.equal(await stored('refusing'), 6);
-      assert.deepEqual([log.stats().dropped, log.stats().failing_since], [0, null]);
-    });
+        assert.equal(await log.persist(), 6);
+        assert.equal(await stored(`refusing-${errcode}`), 6);
+        assert.deepEqual([log.stats().dropped, log.stats().failing_since], [0, null]);
+      });
 
     it('the buffer is bounded: past buffer_max a click is dropped and counted, unacknowledged batches included', async () => {
       let down = true;

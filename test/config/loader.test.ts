@@ -134,6 +134,30 @@ describe('configuration loader', () => {
 
   const refused: [string, Record<string, string>, NodeJS.ProcessEnv, RegExp][] = [
     [
+      "a postback alias named like one of §12's parameters (it would reread every network's)",
+      { 'config.m.yml': 'postback:\n  aliases: { click_id: txid }\n' },
+      {},
+      /^config: postback\.aliases\.click_id in .*: click_id is a postback parameter of its own/,
+    ],
+    [
+      "a postback status value that is one of §12's",
+      { 'config.m.yml': 'postback:\n  statuses: { Sale: rejected }\n' },
+      {},
+      /^config: postback\.statuses\.Sale in .*: sale is a status of its own/,
+    ],
+    [
+      'two postback status values that differ only in case',
+      { 'config.m.yml': 'postback:\n  statuses: { Approved: sale, approved: rejected }\n' },
+      {},
+      /^config: postback\.statuses\.approved in .*: the same value as Approved/,
+    ],
+    [
+      'a postback status mapped outside lead, sale and rejected',
+      { 'config.m.yml': 'postback:\n  statuses: { approved: paid }\n' },
+      {},
+      /^config: postback\.statuses\.approved in /,
+    ],
+    [
       'an unknown key',
       { 'config.m.yml': 'cache:\n  size: 1\n' },
       {},

@@ -1,0 +1,25 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { resolve } from 'node:path';
+import { test } from 'node:test';
+
+test('a final flush gives up on a stdout that takes nothing more: the exit is not held forever', async () => {
+  // The parent never reads the child's stdout: once the pipe is full, every write would block.
+  // sonic-boom's flushSync retried such a write without end, so a forced exit (a second stop
+  // signal, a stop past its deadline) behind a stalled log collector never came (a review).
+  const child = spawn(process.execPath, [resolve(import.meta.dirname, '../helpers/flood-then-flush.ts')], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout.pause();
+  let stderr = '';
+  child.stderr.on('data', (d) => {
+    stderr += d;
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  const [code, signal] = (await once(child, 'exit')) as [number | null, NodeJS.Signals | null];
+  clearTimeout(timer);
+  assert.match(stderr, /flushing/);
+  assert.deepEqual([code, signal], [7, null], 'it exited by itself, not killed after 20 s');
+  child.stdout.destroy();
+});
