@@ -11,6 +11,9 @@ const skipPg = !(await pgAvailable()) && 'PostgreSQL unavailable';
 const IPHONE =
   'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1';
 
+/** The page's window, as the functions run in the browser see it (the tests are typed without the DOM's lib). */
+type Win = { location: { hash: string }; document: { querySelector(s: string): { value: string } | null } };
+
 /** Opens the console at `url` and signs in with `token`. */
 async function signInTo(page: Page, url: string, token: string): Promise<void> {
   await page.goto(url);
@@ -221,6 +224,54 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     await page.waitForSelector('[data-testid=report-empty]');
     assert.equal(await page.inputValue('[name=currency]'), '');
     assert.deepEqual(seen.errors, [], 'no request refused');
+    await page.close();
+  });
+
+  test("a flow's report link opens the report of that flow alone, and the hash follows the flow picker", async () => {
+    // Two flows with different traffic: one click on alpha, three on beta.
+    const alpha = await flowWithDefault(t, admin, 'alpha');
+    const beta = await flowWithDefault(t, admin, 'beta');
+    for (const [slug, n] of [
+      ['alpha', 1],
+      ['beta', 3],
+    ] as const)
+      for (let i = 0; i < n; i++)
+        assert.equal(
+          (await fetch(`${t.url}/go/${slug}`, { redirect: 'manual', headers: { 'user-agent': IPHONE } }))
+            .status,
+          302,
+        );
+    await t.node.clickLog.persist();
+    const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
+    const seen = watchConsole(page);
+    await signIn(page);
+    await page.click('nav a[href="#/flows"]');
+    await page.click('[data-testid=report-alpha]');
+    const total = 'table[aria-label=Report] tfoot td[data-label=clicks]';
+    await page.waitForSelector(`${total}:text-is("1")`);
+    assert.equal(await page.inputValue('select[name=flow]'), alpha.id);
+    // Another flow picked: the hash says so (a reload or a shared link keeps it), the figures are its own.
+    await page.selectOption('select[name=flow]', { label: 'beta' });
+    await page.waitForSelector(`${total}:text-is("3")`);
+    await page.waitForFunction(
+      (id) => (globalThis as unknown as Win).location.hash === `#/reports?flow=${id}`,
+      beta.id,
+    );
+    await page.reload();
+    await page.waitForSelector(`${total}:text-is("3")`);
+    assert.equal(await page.inputValue('select[name=flow]'), beta.id);
+    // A link to another flow's report followed while the page is open: that flow, not the one shown.
+    await page.evaluate((id) => {
+      (globalThis as unknown as Win).location.hash = `#/reports?flow=${id}`;
+    }, alpha.id);
+    await page.waitForSelector(`${total}:text-is("1")`);
+    assert.equal(await page.inputValue('select[name=flow]'), alpha.id);
+    // The navigation's Reports link: every flow again.
+    await page.click('nav a[href="#/reports"]');
+    await page.waitForFunction(
+      () => (globalThis as unknown as Win).document.querySelector('select[name=flow]')?.value === '',
+    );
+    assert.deepEqual(seen.errors, []);
     await page.close();
   });
 

@@ -33,16 +33,32 @@ const PRESETS = {
   'last 30 days': () => [dayOf(-29), dayOf(1)],
 };
 
+/** The flow the hash names (`#/reports?flow=ID`, a flow's **report** link), or '' for every flow. */
+const flowInHash = () => new URLSearchParams(location.hash.split('?')[1] ?? '').get('flow') ?? '';
+
 const money = (v, currency) => (typeof v === 'number' ? fmt.money(v, currency ?? '') : '–');
 const ratio = (v) => (typeof v === 'number' ? fmt.pct(v) : '–');
 
 /** Reports (§15): what made money, by up to three dimensions, as a table, a chart and a CSV. */
 export function ReportsPage() {
-  const flowInHash = new URLSearchParams(location.hash.split('?')[1] ?? '').get('flow');
   const [preset, setPreset] = useState('last 7 days');
   const [range, setRange] = useState(PRESETS['last 7 days']());
-  const [groupBy, setGroupBy] = useState(['day', flowInHash ? 'country' : 'flow']);
-  const [flowId, setFlowId] = useState(flowInHash ?? '');
+  const [groupBy, setGroupBy] = useState(() => ['day', flowInHash() ? 'country' : 'flow']);
+  const [flowId, setFlowId] = useState(flowInHash);
+  // The hash holds the flow: a link followed while the page is open (another flow's report, the
+  // navigation's Reports) changes it, and a flow picked here is written back, so a reload or a
+  // copied address shows the same flow. Written in place: picking is not a step of the history.
+  useEffect(() => {
+    const onHash = () => {
+      if (location.hash.startsWith('#/reports')) setFlowId(flowInHash());
+    };
+    window.addEventListener('hashchange', onHash);
+    return () => window.removeEventListener('hashchange', onHash);
+  }, []);
+  const pickFlow = (id) => {
+    setFlowId(id);
+    history.replaceState(history.state, '', id ? `#/reports?flow=${encodeURIComponent(id)}` : '#/reports');
+  };
   const [currency, setCurrency] = useState('');
   /** Whose clicks: everyone's, people's only or bots' only (`filter.is_bot`); conversions follow their click. */
   const [traffic, setTraffic] = useState('all');
@@ -208,7 +224,7 @@ export function ReportsPage() {
             ${DIMENSIONS.map((d) => html`<option value=${d}>${d}</option>`)}
           </select></label>`,
       )}
-      <label>Flow <select name="flow" value=${flowId} onChange=${(e) => setFlowId(e.currentTarget.value)}>
+      <label>Flow <select name="flow" value=${flowId} onChange=${(e) => pickFlow(e.currentTarget.value)}>
         <option value="">all flows</option>
         ${flows.map((f) => html`<option value=${f.id}>${f.slug}</option>`)}
         ${flowId && !flows.some((f) => f.id === flowId) ? html`<option value=${flowId}>${flowId}</option>` : ''}
