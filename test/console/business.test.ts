@@ -275,6 +275,101 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     await page.close();
   });
 
+  test("a flow's page shows the postback URL to paste into the network, with the node's key and the click id it needs", async () => {
+    const res = await t.acp('/acp/traffic-flows/create', admin, {
+      slug: 'paid',
+      name: 'Paid',
+      currency: 'EUR',
+    });
+    const paid = (await res.json()) as FlowRecord;
+    await t.acp('/acp/streams/create', admin, {
+      flow_id: paid.id,
+      name: 'offer',
+      type: 'default',
+      target_url: 'https://offer.test/',
+    });
+    const context = await browser.newContext({
+      viewport: { width: 1366, height: 768 },
+      permissions: ['clipboard-read', 'clipboard-write'],
+    });
+    const page = await context.newPage();
+    const seen = watchConsole(page);
+    await signIn(page);
+    await page.click('nav a[href="#/flows"]');
+    await page.click('button:text-is("paid")');
+    const panel = 'section[aria-label="Postback URL"]';
+    await page.waitForSelector(`${panel} [data-testid=postback-key]`);
+    // The streams are read apart from the configuration: the warning comes once they are.
+    await page.waitForSelector(`${panel} p.warn[data-testid=postback-click-id]`);
+    const template = `${t.url}/postback?click_id={network's click id macro}&status=sale&payout={network's payout macro}&currency=EUR&txid={network's transaction id macro}`;
+    assert.equal(await page.textContent('[data-testid=postback-url]'), template);
+    const said = async (id: string) =>
+      ((await page.textContent(`${panel} [data-testid=${id}]`)) ?? '').replace(/\s+/g, ' ');
+    // No postback key on this node: anyone with a click id can post, and the page says so.
+    assert.match(
+      await said('postback-key'),
+      /without a key: anyone who knows a click id can post conversions/,
+    );
+    assert.match(await said('postback-key'), /postback\.key_sha256/);
+    // The only offer does not carry {click_id}: the network could never name the click.
+    assert.match(
+      await said('postback-click-id'),
+      /No stream of this flow passes \{click_id\}.*the loop cannot close/,
+    );
+    await page.click(`${panel} button:text("Copy postback URL")`);
+    await page.waitForSelector(`${panel} .muted:text("Copied.")`);
+    assert.equal(
+      await page.evaluate(() =>
+        (
+          globalThis as unknown as { navigator: { clipboard: { readText(): Promise<string> } } }
+        ).navigator.clipboard.readText(),
+      ),
+      template,
+    );
+    await screenshot(page, 'console-postback-1366');
+    // An offer that carries it: the warning becomes the reminder (the list polls).
+    await t.acp('/acp/streams/create', admin, {
+      flow_id: paid.id,
+      name: 'tracked',
+      type: 'regular',
+      target_url: 'https://offer.test/?aff_sub={click_id}',
+    });
+    await page.waitForSelector(`${panel} p.hint[data-testid=postback-click-id]`, { timeout: 15_000 });
+    assert.match(await said('postback-click-id'), /The offer's target URL must carry \{click_id\}/);
+    await page.setViewportSize({ width: 390, height: 844 });
+    assert.ok((await overflowOf(page)) <= 0, 'the URL wraps on a phone');
+    assert.deepEqual(seen.errors, []);
+    await context.close();
+
+    // A node that requires a key: the URL ends with the place for it, and no warning.
+    const keyed = await startTestNode({ yaml: `postback:\n  key_sha256: ${'ab'.repeat(32)}\n` });
+    try {
+      const token = await keyed.token('viewer', 'val');
+      await flowWithDefault(
+        keyed,
+        await keyed.token('admin', 'ann'),
+        'keyed',
+        'https://offer.test/?s={click_id}',
+      );
+      const other = await browser.newPage({ viewport: { width: 1366, height: 768 } });
+      await signInTo(other, `${keyed.url}/acp/#/flows`, token);
+      await other.click('button:text-is("keyed")');
+      await other.waitForSelector(`${panel} p.hint[data-testid=postback-key]`);
+      assert.match(
+        (await other.textContent('[data-testid=postback-url]')) ?? '',
+        /&currency=USD&txid=\{network's transaction id macro\}&key=YOUR_KEY$/,
+      );
+      assert.match(
+        ((await other.textContent(`${panel} [data-testid=postback-key]`)) ?? '').replace(/\s+/g, ' '),
+        /requires a postback key: the URL ends with &key=YOUR_KEY: put your key there/,
+      );
+      assert.doesNotMatch((await other.textContent(panel)) ?? '', /without a key|cannot close/);
+      await other.close();
+    } finally {
+      await keyed.close();
+    }
+  });
+
   test('lists stay live, and a node that stops answering turns the console stale instead of green', async () => {
     const node = await startTestNode({ yaml: 'routing:\n  fallback_url: https://lost.test/\n' });
     let closed = false;

@@ -1,6 +1,7 @@
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { AcpError, acp, can, fieldErrors } from './api.js';
+import { PostbackPanel } from './postback.js';
 import { ErrorLine, fmt, Loading, POLL_MS, SortTable, usePoll } from './ui.js';
 
 const PAGE = 20;
@@ -478,6 +479,8 @@ function Streams({ flow, admin }) {
     }
     ${paged.page ? html`<${SortTable} label="Streams" columns=${columns} rows=${paged.page.items} rowKey=${(s) => s.id} sort=${paged.sort} onSort=${paged.setSort} />` : html`<${Loading} error=${paged.error} />`}
     <${Pager} paged=${paged} />
+    <${PostbackPanel} flow=${flow} config=${config}
+      streams=${paged.page && paged.page.items.length >= paged.page.total ? paged.page.items : null} />
     <${SimulatePanel} flow=${flow} />
   </section>`;
 }

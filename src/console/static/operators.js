@@ -1,26 +1,14 @@
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { acp } from './api.js';
-import { ErrorLine, fmt, Loading, POLL_MS, SortTable, usePoll } from './ui.js';
+import { copyText, ErrorLine, fmt, Loading, POLL_MS, SortTable, usePoll } from './ui.js';
 
 const ROLES = ['viewer', 'operator', 'admin'];
 
 /** The token of a new operator: shown here once, with a copy button; the node never shows it again. */
 function NewToken({ created, onDone }) {
   const [copied, setCopied] = useState(null);
-  const copy = async () => {
-    try {
-      await navigator.clipboard.writeText(created.token);
-      setCopied('Copied.');
-    } catch {
-      // No clipboard (an insecure origin, a refused permission): select it for a manual copy.
-      const range = document.createRange();
-      range.selectNodeContents(document.querySelector('[data-testid=new-token]'));
-      getSelection().removeAllRanges();
-      getSelection().addRange(range);
-      setCopied('Selected: copy it with Ctrl+C / ⌘C.');
-    }
-  };
+  const copy = async () => setCopied(await copyText(document.querySelector('[data-testid=new-token]')));
   return html`<section class="panel token-panel" aria-label="New token" role="status">
     <h3>Token of <code>${created.name}</code> (${created.role})</h3>
     <p class="warning"><strong>Copy this token now.</strong> It is shown only this once: the node

@@ -2,6 +2,23 @@ import { html } from 'htm/preact';
 import { useEffect, useState } from 'preact/hooks';
 import { acp } from './api.js';
 
+/**
+ * Copies the text of `node` (a token, a URL to paste elsewhere); where the clipboard is refused (an
+ * insecure origin, a denied permission) selects it for a manual copy. Returns what to tell the user.
+ */
+export async function copyText(node) {
+  try {
+    await navigator.clipboard.writeText(node.textContent);
+    return 'Copied.';
+  } catch {
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    getSelection().removeAllRanges();
+    getSelection().addRange(range);
+    return 'Selected: copy it with Ctrl+C / ⌘C.';
+  }
+}
+
 /** How often pages re-read what they show. */
 export const POLL_MS = 5000;
 
