@@ -55,8 +55,13 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     await signIn(page);
     await page.click('nav a[href="#/flows"]');
     await page.click('button:text-is("buyer")');
-    // No default stream yet: the page says what to do.
-    await page.waitForSelector('[data-testid=no-default-stream]');
+    // No default stream yet: the page says what to do, and, the node having no fallback URL, that
+    // such a click is lost.
+    await page.waitForSelector('[data-testid=no-default-stream]:has-text("answered 404")');
+    assert.match(
+      (await page.textContent('[data-testid=no-default-stream]')) ?? '',
+      /a click no other stream takes is lost \(answered 404\)\. Add a default stream/,
+    );
     await page.click('button:text("New stream")');
     await page.fill('#f-name', 'iPhones at work');
     await page.fill('#f-target_url', 'https://offer.test/?c={click_id}');
@@ -387,6 +392,29 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
         (await empty.textContent('[data-testid=fallback-url]')) ?? '',
         /goes to https:\/\/lost\.test\//,
       );
+      // A flow without a default stream on a node with a fallback URL: its unmatched clicks are not
+      // lost, they leave the campaign for the fallback (the warning said "lost" whatever the node did).
+      const stray = (await (
+        await node.acp('/acp/traffic-flows/create', token, { slug: 'stray', name: 'Stray' })
+      ).json()) as FlowRecord;
+      await node.acp('/acp/streams/create', token, {
+        flow_id: stray.id,
+        name: 'iPhones',
+        type: 'regular',
+        target_url: 'https://x.test/?c={click_id}',
+        filters: { rules: [{ field: 'device_type', op: 'is', values: ['mobile'] }] },
+      });
+      await empty.click('button:text-is("stray")');
+      await empty.waitForSelector('[data-testid=no-default-stream]:has-text("fallback URL")');
+      const warning = ((await empty.textContent('[data-testid=no-default-stream]')) ?? '').replace(
+        /\s+/g,
+        ' ',
+      );
+      assert.match(
+        warning,
+        /goes to the node's fallback URL \(https:\/\/lost\.test\/\), not to an offer of this flow\. Add a default stream to keep such clicks in the campaign\./,
+      );
+      assert.doesNotMatch(warning, /lost \(/);
       await empty.close();
       const flowRes = await node.acp('/acp/traffic-flows/create', token, { slug: 'live', name: 'Live' });
       const live = (await flowRes.json()) as FlowRecord;

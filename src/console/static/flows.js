@@ -381,7 +381,7 @@ const formValues = (fields, record) =>
     }),
   );
 
-function Streams({ flow, admin }) {
+function Streams({ flow, admin, config }) {
   const paged = usePaged('/acp/streams/list', { flow_id: flow.id });
   const { editing, setEditing, failure, save, remove } = useEditor(paged, '/acp/streams', STREAM_FIELDS);
   const columns = [
@@ -472,9 +472,14 @@ function Streams({ flow, admin }) {
     <${ErrorLine} error=${paged.error ?? failure} />
     ${
       paged.page && !paged.page.items.some((s) => s.type === 'default' && s.status === 'active')
-        ? html`<p class="notice warn" data-testid="no-default-stream">No active default stream: a click no
-            other stream takes is lost (404, or the node's fallback URL). Add a default stream so unmatched
-            clicks still go somewhere.</p>`
+        ? html`<p class="notice warn" data-testid="no-default-stream">No active default stream: ${
+            config?.routing?.fallback_url
+              ? html`a click no other stream takes goes to the node's fallback URL (<code>${config.routing.fallback_url}</code>),
+                  not to an offer of this flow. Add a default stream to keep such clicks in the campaign.`
+              : config
+                ? 'a click no other stream takes is lost (answered 404). Add a default stream so unmatched clicks still go somewhere.'
+                : "a click no other stream takes is lost (404, or the node's fallback URL). Add a default stream so unmatched clicks still go somewhere."
+          }</p>`
         : ''
     }
     ${paged.page ? html`<${SortTable} label="Streams" columns=${columns} rows=${paged.page.items} rowKey=${(s) => s.id} sort=${paged.sort} onSort=${paged.setSort} />` : html`<${Loading} error=${paged.error} />`}
@@ -675,6 +680,6 @@ export function FlowsPage({ me }) {
     }
     ${paged.page ? html`<${SortTable} label="Flows" columns=${columns} rows=${paged.page.items} rowKey=${(f) => f.id} sort=${paged.sort} onSort=${paged.setSort} rowClass=${(f) => (f.id === selected?.id ? 'selected' : '')} />` : html`<${Loading} error=${paged.error} />`}
     <${Pager} paged=${paged} />
-    ${selected ? html`<${Streams} key=${selected.id} flow=${selected} admin=${admin} />` : html`<p class="hint">Pick a flow's slug to see its streams.</p>`}
+    ${selected ? html`<${Streams} key=${selected.id} flow=${selected} admin=${admin} config=${config} />` : html`<p class="hint">Pick a flow's slug to see its streams.</p>`}
   </section>`;
 }
