@@ -16,7 +16,7 @@ const MAX_PAGES_A_ROUND = 20;
 export const SIGHTINGS_PRUNE_EVERY_MS = 10 * 60_000;
 
 export interface UniquenessExchangeOptions {
-  window: Pick<UniquenessWindow, 'takeNew' | 'learn'>;
+  window: Pick<UniquenessWindow, 'takeNew' | 'learn' | 'pendingCount'>;
   store: SightingStore;
   serverId: string;
   clock: Clock;
@@ -118,7 +118,7 @@ export class UniquenessExchange {
       () => true,
       (err: unknown) => {
         this.#o.logger.warn(
-          { err: (err as Error).message, unsent: this.#unsentRows.length },
+          { err: (err as Error).message, unsent: this.#unsent() },
           'uniqueness exchange: the last sightings could not be sent at the stop',
         );
         return true;
@@ -136,9 +136,14 @@ export class UniquenessExchange {
     clearTimeout(timer);
     if (!done)
       this.#o.logger.warn(
-        { timeout_ms: timeoutMs, unsent: this.#unsentRows.length },
+        { timeout_ms: timeoutMs, unsent: this.#unsent() },
         'uniqueness exchange: the last sightings were not sent by the end of the stop',
       );
+  }
+
+  /** Sightings not written: queued after a failed send, and those the window has not handed over yet. */
+  #unsent(): number {
+    return this.#unsentRows.length + this.#o.window.pendingCount;
   }
 
   /** The stop's write: this node's new sightings, and those still unsent. */

@@ -98,6 +98,11 @@ export class UniquenessWindow {
     return end === undefined || end <= this.#seconds(this.#clock.now());
   }
 
+  /** First sightings opened here and not yet taken by {@link takeNew}. */
+  get pendingCount(): number {
+    return this.#pending.length;
+  }
+
   /** The pairs whose windows this node opened since the last call, oldest first; for other nodes. */
   takeNew(): SeenVisitor[] {
     this.#sweep(this.#seconds(this.#clock.now()));

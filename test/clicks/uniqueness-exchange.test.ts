@@ -13,7 +13,7 @@ import {
 import type { Storage } from '../../src/storage/index.ts';
 import { toNum } from '../../src/storage/sql.ts';
 import { ManualClock } from '../../src/time/index.ts';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { LogCapture, startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
 import { until } from '../helpers/until.ts';
 import { VISITOR_SECRET } from '../helpers/user-agents.ts';
@@ -316,4 +316,51 @@ test('a SQLite node restarted on its file still knows who clicked: a returning v
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("a stop whose last send cannot finish says how many sightings it did not write, the window's included", async () => {
+  const clock = new ManualClock(Date.parse('2026-03-01T00:00:00Z'));
+  const capture = new LogCapture();
+  const window = new UniquenessWindow({ clock, ttlHours: 24, maxEntries: 100, share: true });
+  let release!: () => void;
+  let adding!: () => void;
+  const inAdd = new Promise<void>((r) => {
+    adding = r;
+  });
+  const hung = new Promise<number>((r) => {
+    release = () => r(0);
+  });
+  const exchange = new UniquenessExchange({
+    window,
+    // A database whose writes never answer (its reads have nothing): what a stop's budget runs out on.
+    store: {
+      add: () => {
+        adding();
+        return hung;
+      },
+      open: async () => ({ rows: [], cursor: '', more: false }),
+      openStart: async () => undefined,
+      after: async (cursor: string) => ({ rows: [], cursor, more: false }),
+      prune: async () => 0,
+    },
+    serverId: 'stuck',
+    clock,
+    logger: pino({}, capture),
+    flushIntervalMs: 0,
+    ttlHours: 24,
+    maxEntries: 100,
+  });
+  // A round under way (its send hung), then two visitors more: the stop's send waits behind it.
+  window.check('f', v('first'));
+  const round = exchange.round();
+  await inAdd;
+  window.check('f', v('second'));
+  window.check('f', v('third'));
+  await exchange.stop(10);
+  const said = capture.lines.find(
+    (l) => l.msg === 'uniqueness exchange: the last sightings were not sent by the end of the stop',
+  );
+  assert.equal(said?.unsent, 3, "the round's one and the two still in the window");
+  release();
+  await round;
 });
