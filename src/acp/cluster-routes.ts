@@ -10,6 +10,20 @@ const PEER_TIMEOUT_MS = 2000;
 /** A node renewing every interval that missed this many in a row is not alive (contract §17). */
 const ALIVE_RENEWALS = 3;
 
+/**
+ * A node's address as the cluster views show it: without `user:password@`. This version refuses
+ * them in `cluster.advertise_url`, but a registry row an older node wrote keeps its own until the
+ * node is forgotten (`cluster.forget_after_ms`), and every viewer reads it (an upgrade test).
+ */
+function shownUrl(url: string | null): string | null {
+  if (url === null || !URL.canParse(url)) return url;
+  const u = new URL(url);
+  if (u.username === '' && u.password === '') return url;
+  u.username = '';
+  u.password = '';
+  return u.href;
+}
+
 /** `POST /acp/cluster/nodes` (any operator): the node registry and who leads, with which epoch. */
 export function registerClusterRoutes(
   acp: AcpRouter,
@@ -42,7 +56,7 @@ export function registerClusterRoutes(
         started_at: n.started_at,
         version: n.version,
         commit: n.commit,
-        url: n.url,
+        url: shownUrl(n.url),
       }));
       return {
         items,
@@ -72,7 +86,7 @@ export function registerClusterRoutes(
       const auth = request.headers.authorization ?? '';
       const items = await Promise.all(
         nodes.map(async (n) => {
-          const base = { server_id: n.server_id, url: n.url };
+          const base = { server_id: n.server_id, url: shownUrl(n.url) };
           if (n.server_id === deps.serverId)
             return { ...base, metrics: deps.telemetry.systemMetrics(), error: null };
           if (n.url === null) return { ...base, metrics: null, error: 'the node advertises no address' };

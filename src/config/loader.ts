@@ -209,7 +209,11 @@ function describe(schema: TSchema): string {
     case 'boolean':
       return 'true or false';
     case 'string':
-      return schema.pattern ? `a string matching /${schema.pattern}/` : 'a non-empty string';
+      if (schema.pattern) return `a string matching /${schema.pattern}/`;
+      // A length rule is said as it is: "non-empty" sent a too-short secret looking elsewhere.
+      return typeof schema.minLength === 'number' && schema.minLength > 1
+        ? `a string of ${schema.minLength} to ${schema.maxLength ?? 'any number of'} characters`
+        : 'a non-empty string';
     case 'array':
       return `a list${schema.description ? ` (${schema.description})` : ''}`;
     case 'object':

@@ -158,6 +158,12 @@ describe('configuration loader', () => {
       /^config: postback\.statuses\.approved in /,
     ],
     [
+      'a visitor-key secret too short, said as the length rule it breaks (not "non-empty")',
+      { 'config.m.yml': 'clicks:\n  visitor_key_secret: ZZshort7\n' },
+      {},
+      /^config: clicks\.visitor_key_secret in .*: expected a string of 16 to 1024 characters, got a value not shown \(secret\)$/,
+    ],
+    [
       'an unknown key',
       { 'config.m.yml': 'cache:\n  size: 1\n' },
       {},
