@@ -471,24 +471,48 @@ async function pgStopConfig(url: string, schema: string, timeoutMs: number, extr
   return pgDir;
 }
 
+/**
+ * A node started on {@link pgStopConfig} behind a proxy the test controls, with a connection of the
+ * test's own to the schema (past the proxy); everything is taken down after `fn`, whatever it did.
+ */
+async function withPgStopNode(
+  timeoutMs: number,
+  extra: string,
+  fn: (o: {
+    proxy: Awaited<ReturnType<typeof pgBehindProxy>>['proxy'];
+    node: Started;
+    direct: Storage;
+  }) => Promise<void>,
+): Promise<void> {
+  const { proxy, url } = await pgBehindProxy();
+  const schema = testSchema();
+  const direct = openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock });
+  const pgDir = await pgStopConfig(url, schema, timeoutMs, extra);
+  try {
+    const node = await launch(process.execPath, [CLI, 'start'], { configDir: pgDir });
+    try {
+      await fn({ proxy, node, direct });
+    } finally {
+      node.child.kill('SIGKILL');
+    }
+  } finally {
+    await direct.close();
+    await proxy.down();
+    rmSync(pgDir, { recursive: true, force: true });
+    await dropSchema(schema);
+  }
+}
+
 describe('a database that refuses for a moment during a stop', async () => {
   const available = await pgAvailable();
   test('costs no click and no count: the last writes are retried for what is left of the stop', {
     skip: !available && 'PostgreSQL unavailable',
   }, async () => {
-    const { proxy, url } = await pgBehindProxy();
-    const schema = testSchema();
-    const direct = openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock });
     // The counts stay in memory until the stop writes them, too.
-    const pgDir = await pgStopConfig(
-      url,
-      schema,
+    await withPgStopNode(
       TIMEOUT_MS,
       'cron:\n  tasks:\n    stats_flush:\n      enabled: false\n',
-    );
-    try {
-      const node = await launch(process.execPath, [CLI, 'start'], { configDir: pgDir });
-      try {
+      async ({ proxy, node, direct }) => {
         const answered = await clicks(node.url, 20);
         assert.equal(answered, 20);
         // Down for longer than the second the click log used to retry, far less than the stop's budget.
@@ -503,15 +527,8 @@ describe('a database that refuses for a moment during a stop', async () => {
         assert.equal(flow?.clicks, answered, 'every counted click persisted');
         const logged = await direct.clicks.list({ filter: { flow_id: flow!.id }, limit: 500 });
         assert.equal(logged.items.length, answered, 'every answered click in the log');
-      } finally {
-        node.child.kill('SIGKILL');
-      }
-    } finally {
-      await direct.close();
-      await proxy.down();
-      rmSync(pgDir, { recursive: true, force: true });
-      await dropSchema(schema);
-    }
+      },
+    );
   });
 });
 
@@ -520,23 +537,15 @@ describe('a database that answers slowly during a stop', async () => {
   test('the click log writes first: every answered click is persisted, whatever else the stop could not finish', {
     skip: !available && 'PostgreSQL unavailable',
   }, async () => {
-    const { proxy, url } = await pgBehindProxy();
-    const schema = testSchema();
-    const direct = openPostgres({ url: PG_URL, poolMax: 2, schema, clock: systemClock });
     // 400 ms each way: each of the stop's writes (the click log's, the counters', the last
     // sightings') is a transaction of four round trips, 3.2 s each. The stop's budget (4.5 s + 1 s)
     // holds the click log's with two round trips to spare (a connection opened through the proxy
     // first, say), but not the sightings' before it, which used to go first and cut the clicks'
     // short (this test fails with that order); the counts are what the budget now runs out on.
-    const pgDir = await pgStopConfig(
-      url,
-      schema,
+    await withPgStopNode(
       4500,
       "cron:\n  tasks:\n    stats_flush:\n      schedule: '0 0 0 1 1 *'\n",
-    );
-    try {
-      const node = await launch(process.execPath, [CLI, 'start'], { configDir: pgDir });
-      try {
+      async ({ proxy, node, direct }) => {
         const answered = await clicks(node.url, 20);
         assert.equal(answered, 20);
         proxy.delay(400);
@@ -552,15 +561,8 @@ describe('a database that answers slowly during a stop', async () => {
           assert.ok(timedOut, node.out());
           assert.deepEqual([timedOut.clicks_buffered, timedOut.clicks_unacked], [0, 0], node.out());
         }
-      } finally {
-        node.child.kill('SIGKILL');
-      }
-    } finally {
-      await direct.close();
-      await proxy.down();
-      rmSync(pgDir, { recursive: true, force: true });
-      await dropSchema(schema);
-    }
+      },
+    );
   });
 });
 
@@ -570,30 +572,18 @@ describe('a stop that outruns its deadline', async () => {
     skip: !available && 'PostgreSQL unavailable',
   }, async () => {
     // PostgreSQL behind a proxy that goes silent: the stop's flushes wait on it past the deadline.
-    const { proxy, url } = await pgBehindProxy();
-    const schema = testSchema();
-    const pgDir = await pgStopConfig(url, schema, 300);
-    try {
-      const node = await launch(process.execPath, [CLI, 'start'], { configDir: pgDir });
-      try {
-        assert.equal(await clicks(node.url, 3), 3);
-        proxy.freeze();
-        node.child.kill('SIGTERM');
-        assert.equal((await node.exited).code, 1, node.out());
-        const last = node
-          .out()
-          .split('\n')
-          .find((l) => l.includes('graceful stop timed out; exiting'));
-        assert.ok(last, node.out());
-        const record = JSON.parse(last) as { clicks_buffered: number; clicks_unacked: number };
-        assert.equal(record.clicks_buffered + record.clicks_unacked, 3, last);
-      } finally {
-        node.child.kill('SIGKILL');
-      }
-    } finally {
-      await proxy.down();
-      rmSync(pgDir, { recursive: true, force: true });
-      await dropSchema(schema);
-    }
+    await withPgStopNode(300, '', async ({ proxy, node }) => {
+      assert.equal(await clicks(node.url, 3), 3);
+      proxy.freeze();
+      node.child.kill('SIGTERM');
+      assert.equal((await node.exited).code, 1, node.out());
+      const last = node
+        .out()
+        .split('\n')
+        .find((l) => l.includes('graceful stop timed out; exiting'));
+      assert.ok(last, node.out());
+      const record = JSON.parse(last) as { clicks_buffered: number; clicks_unacked: number };
+      assert.equal(record.clicks_buffered + record.clicks_unacked, 3, last);
+    });
   });
 });

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/auth/index.ts';
 import type { SystemMetrics } from '../../src/telemetry/index.ts';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { probeNodeYaml, startTestNode, type TestNode } from '../helpers/node.ts';
 import { until } from '../helpers/until.ts';
 import { BACKENDS } from '../storage/backends.ts';
 
@@ -322,21 +322,7 @@ describe('GET /metrics', () => {
     const upstream = createServer((_req, res) => setTimeout(() => res.writeHead(200).end('ok'), 3));
     await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
     const port = (upstream.address() as AddressInfo).port;
-    const t = await startTestNode({
-      yaml: [
-        'observability:',
-        '  metrics:',
-        '    prometheus_enabled: true',
-        'cron:',
-        '  tasks:',
-        '    probe:',
-        '      kind: http.probe',
-        "      schedule: '0 0 1 1 *'",
-        '      execution_scope: all',
-        `      url: http://127.0.0.1:${port}/`,
-        '',
-      ].join('\n'),
-    });
+    const t = await startTestNode({ yaml: probeNodeYaml(`http://127.0.0.1:${port}/`, { prometheus: true }) });
     try {
       const operator = await t.token('operator');
       for (let run = 1; run <= 6; run++) {

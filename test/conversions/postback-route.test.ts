@@ -20,6 +20,17 @@ async function call(t: TestNode, path: string, init?: RequestInit): Promise<Answ
   };
 }
 
+/** A test node (with `yaml` as its mode file) whose click log already holds clicks of these ids. */
+async function nodeWithClicks(yaml: string | undefined, clickIds: string[]): Promise<TestNode> {
+  const t = await startTestNode(yaml === undefined ? {} : { yaml });
+  await t.node.storage.clicks.insertBatch({
+    id: newBatchId(),
+    server_id: 'n1',
+    rows: clickIds.map((click_id) => newClick({ click_id })),
+  });
+  return t;
+}
+
 describe('postbacks (§12) on a node', () => {
   let t: TestNode;
   before(async () => {
@@ -212,14 +223,10 @@ describe('postbacks with a key', () => {
   const key = 'network-shared-secret';
   let t: TestNode;
   before(async () => {
-    t = await startTestNode({
-      yaml: `postback:\n  key_sha256: ${sha256Hex(key)}\nacp:\n  auth_rate_limit:\n    max_failures: 3\n`,
-    });
-    await t.node.storage.clicks.insertBatch({
-      id: newBatchId(),
-      server_id: 'n1',
-      rows: [newClick({ click_id: 'keyed-1' })],
-    });
+    t = await nodeWithClicks(
+      `postback:\n  key_sha256: ${sha256Hex(key)}\nacp:\n  auth_rate_limit:\n    max_failures: 3\n`,
+      ['keyed-1'],
+    );
   });
   after(() => t.close());
 
@@ -306,16 +313,11 @@ describe('postbacks with a key', () => {
 describe('postbacks while the key is being replaced', () => {
   let t: TestNode;
   before(async () => {
-    t = await startTestNode({
-      yaml:
-        `postback:\n  key_sha256: ${sha256Hex('new-key')}\n  previous_key_sha256: ${sha256Hex('old-key')}\n` +
+    t = await nodeWithClicks(
+      `postback:\n  key_sha256: ${sha256Hex('new-key')}\n  previous_key_sha256: ${sha256Hex('old-key')}\n` +
         'acp:\n  auth_rate_limit:\n    max_failures: 2\n',
-    });
-    await t.node.storage.clicks.insertBatch({
-      id: newBatchId(),
-      server_id: 'n1',
-      rows: [newClick({ click_id: 'rotating-1' })],
-    });
+      ['rotating-1'],
+    );
   });
   after(() => t.close());
 
@@ -338,20 +340,16 @@ describe("postbacks in a network's own words (postback.aliases, postback.statuse
   const key = 'dialect-key';
   let t: TestNode;
   before(async () => {
-    t = await startTestNode({
-      yaml: [
+    t = await nodeWithClicks(
+      [
         'postback:',
         `  key_sha256: ${sha256Hex(key)}`,
         '  aliases: { subid: click_id, sum: payout, tid: txid, secret: key }',
         '  statuses: { Approved: sale, pending: lead, declined: rejected }',
         '',
       ].join('\n'),
-    });
-    await t.node.storage.clicks.insertBatch({
-      id: newBatchId(),
-      server_id: 'n1',
-      rows: [newClick({ click_id: 'dialect-1' }), newClick({ click_id: 'dialect-2' })],
-    });
+      ['dialect-1', 'dialect-2'],
+    );
   });
   after(() => t.close());
 
@@ -380,12 +378,7 @@ describe("postbacks in a network's own words (postback.aliases, postback.statuse
 describe('postbacks without a dialect keep §12 as written', () => {
   let t: TestNode;
   before(async () => {
-    t = await startTestNode();
-    await t.node.storage.clicks.insertBatch({
-      id: newBatchId(),
-      server_id: 'n1',
-      rows: [newClick({ click_id: 'plain-1' })],
-    });
+    t = await nodeWithClicks(undefined, ['plain-1']);
   });
   after(() => t.close());
 

@@ -135,3 +135,21 @@ export async function startTestNode(
 }
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * A mode file's lines for a node with one `http.probe` task named `probe` calling `url`, scheduled
+ * once a year (a test runs it by hand), with the exposition on when `prometheus` says so.
+ */
+export function probeNodeYaml(url: string, opts: { prometheus?: boolean } = {}): string {
+  return [
+    ...(opts.prometheus ? ['observability:', '  metrics:', '    prometheus_enabled: true'] : []),
+    'cron:',
+    '  tasks:',
+    '    probe:',
+    '      kind: http.probe',
+    "      schedule: '0 0 1 1 *'",
+    '      execution_scope: all',
+    `      url: ${url}`,
+    '',
+  ].join('\n');
+}

@@ -559,13 +559,11 @@ for (const backend of BACKENDS) {
       assert.equal((await storage.cluster.runs('nul'))[0]?.error, 'x\uFFFDy');
     });
 
+    const activeFlow = (slug: string) =>
+      storage.flows.create({ slug, name: slug, status: 'active', rotation: 'position' });
+
     it('a stream given another target is unchecked again (its "unreachable" badge went only at the next check)', async () => {
-      const f = await storage.flows.create({
-        slug: 'retarget',
-        name: 'r',
-        status: 'active',
-        rotation: 'position',
-      });
+      const f = await activeFlow('retarget');
       const s = await storage.streams.create(stream(f.id, { target_url: 'https://typo.test/' }));
       const checkedAt = '2026-11-27T10:00:00.000Z';
       // As `targets.check` left it.
@@ -596,12 +594,7 @@ for (const backend of BACKENDS) {
     });
 
     it("a check of a stream's old target, still under way when the target changed, is not recorded", async () => {
-      const f = await storage.flows.create({
-        slug: 'retarget-2',
-        name: 'r',
-        status: 'active',
-        rotation: 'position',
-      });
+      const f = await activeFlow('retarget-2');
       const s = await storage.streams.create(stream(f.id, { target_url: 'https://typo.test/' }));
       await storage.streams.update(s.id, { target_url: 'https://fixed.test/' });
       const at = new Date().toISOString();

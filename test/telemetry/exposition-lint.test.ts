@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { probeNodeYaml, startTestNode, type TestNode } from '../helpers/node.ts';
 
 /** `promtool` (Prometheus' own linter, e.g. Debian's `prometheus` package) when it is installed. */
 function promtoolMissing(): string | false {
@@ -20,21 +20,7 @@ const gauges = (body: string) => [...body.matchAll(/^# TYPE (\S+) gauge$/gm)].ma
 describe("a real node's exposition passes the Prometheus naming rules", () => {
   let n: TestNode;
   before(async () => {
-    n = await startTestNode({
-      yaml: [
-        'observability:',
-        '  metrics:',
-        '    prometheus_enabled: true',
-        'cron:',
-        '  tasks:',
-        '    probe:',
-        '      kind: http.probe',
-        "      schedule: '0 0 1 1 *'",
-        '      execution_scope: all',
-        '      url: http://127.0.0.1:1/',
-        '',
-      ].join('\n'),
-    });
+    n = await startTestNode({ yaml: probeNodeYaml('http://127.0.0.1:1/', { prometheus: true }) });
     // Some traffic, so every family has samples: a route, an error, a task run.
     await (await fetch(`${n.url}/go/nothing`)).arrayBuffer();
     await n.node.scheduler.runNow('probe').done;
