@@ -164,7 +164,7 @@ export class UniquenessExchange {
       await this.round();
     } catch (err) {
       this.#o.logger.warn(
-        { err: (err as Error).message, unsent: this.#unsentRows.length },
+        { err: (err as Error).message, unsent: this.#unsent() },
         'uniqueness exchange failed; its sightings are kept and sent again',
       );
     }

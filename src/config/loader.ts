@@ -208,12 +208,20 @@ function describe(schema: TSchema): string {
       return `a number${range}`;
     case 'boolean':
       return 'true or false';
-    case 'string':
-      if (schema.pattern) return `a string matching /${schema.pattern}/`;
-      // A length rule is said as it is: "non-empty" sent a too-short secret looking elsewhere.
-      return typeof schema.minLength === 'number' && schema.minLength > 1
-        ? `a string of ${schema.minLength} to ${schema.maxLength ?? 'any number of'} characters`
-        : 'a non-empty string';
+    case 'string': {
+      // A length rule is said as it is: "non-empty" sent a too-short secret, and "matching" a
+      // too-long URL that matched, looking elsewhere.
+      const min = typeof schema.minLength === 'number' ? schema.minLength : 0;
+      const max = typeof schema.maxLength === 'number' ? schema.maxLength : undefined;
+      const length =
+        max !== undefined
+          ? ` of ${Math.max(min, 1)} to ${max} characters`
+          : min > 1
+            ? ` of at least ${min} characters`
+            : '';
+      if (schema.pattern) return `a string${length} matching /${schema.pattern}/`;
+      return length ? `a string${length}` : 'a non-empty string';
+    }
     case 'array':
       return `a list${schema.description ? ` (${schema.description})` : ''}`;
     case 'object':
@@ -243,7 +251,12 @@ function explain(e: ValueError): string {
  * A value as a message shows it: JSON, but YAML's spelling for what JSON has none of (`.inf` is a
  * valid YAML number; JSON would print it `null`).
  */
+/** A value longer than this is shown cut, with its length: a 2,000-character URL fills no terminal. */
+const SHOWN_MAX_CHARS = 120;
+
 function shown(value: unknown): string {
+  if (typeof value === 'string' && value.length > SHOWN_MAX_CHARS)
+    return `${JSON.stringify(value.slice(0, SHOWN_MAX_CHARS))}… (${value.length} characters)`;
   if (typeof value === 'number' && !Number.isFinite(value))
     return Number.isNaN(value) ? '.nan' : value > 0 ? '.inf' : '-.inf';
   if (Array.isArray(value)) return `[${value.map(shown).join(',')}]`;

@@ -82,6 +82,14 @@ export class ClickCounters {
     this.#flow(flowId, now).noMatch++;
   }
 
+  /**
+   * A request for a slug no active flow has (unknown, or its flow paused): a no-match of this node
+   * (`traffic_flows.no_match`, §13: "still counted `no_match`"), of no flow's, and no click.
+   */
+  noMatchWithoutFlow(): void {
+    this.totalNoMatch++;
+  }
+
   /** A bot's click (§11), routed or not: counted apart, never in hits, clicks or no-matches. */
   bot(flowId: string, now: number): void {
     this.totalBots++;

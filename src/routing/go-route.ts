@@ -159,9 +159,19 @@ export function registerGoRoute(
     fallbackUrl === undefined
       ? noStream(clickId)
       : { status: 302, headers: { location: fallbackUrl, 'x-click-id': clickId } };
-  /** A slug no active flow has (`slug` undefined: not a slug at all): noted, then the 404 or the fallback. */
-  const unknownSlug = (slug: string | undefined, paused: boolean): FastAnswer | ApiError => {
-    routing.slugMisses.note(slug, paused, clock.now());
+  /**
+   * A slug no active flow has (`slug` undefined: not a slug at all): noted, then the 404 or the
+   * fallback. A person's request is a no-match of this node (§13); a bot's (a scanner's `/go/wp-login`)
+   * is counted apart and not named, so it does not push a buyer's typo out of the slugs kept.
+   */
+  const unknownSlug = (
+    slug: string | undefined,
+    paused: boolean,
+    req: IncomingMessage,
+  ): FastAnswer | ApiError => {
+    const bot = describer.userAgents.classify(req.method!, req.headers['user-agent']).is_bot;
+    routing.slugMisses.note(bot ? undefined : slug, paused, clock.now(), bot);
+    if (!bot) counters.noMatchWithoutFlow();
     return fallbackUrl === undefined ? noFlow() : { status: 302, headers: { location: fallbackUrl } };
   };
 
@@ -178,7 +188,7 @@ export function registerGoRoute(
     trace: RequestTrace,
     req: IncomingMessage,
   ): FastAnswer | ApiError => {
-    if (flow === null || !flow.active) return unknownSlug(slug, flow !== null);
+    if (flow === null || !flow.active) return unknownSlug(slug, flow !== null, req);
     // The query string read here from the raw URL on both paths, by one parser.
     const url = req.url!;
     const q = url.indexOf('?');
@@ -227,7 +237,7 @@ export function registerGoRoute(
     if (looked !== undefined) throw looked;
     const slug = request.params.slug;
     if (!SLUG.test(slug)) {
-      const answer = unknownSlug(undefined, false);
+      const answer = unknownSlug(undefined, false, request.raw);
       if (answer instanceof ApiError) throw answer;
       return reply.code(answer.status).headers(answer.headers).send();
     }

@@ -1,12 +1,4 @@
-/** One slug `/go` was asked for that routes nowhere (no flow has it, or its flow is paused). */
-export interface SlugMiss {
-  slug: string;
-  /** Requests for it since it was first kept (it may have been dropped and kept again). */
-  count: number;
-  /** `paused`: a flow has the slug but is paused; `unknown`: no flow has it. */
-  flow: 'paused' | 'unknown';
-  last_seen_at: string;
-}
+import type { SlugMiss } from '../telemetry/index.ts';
 
 /** How many slugs are kept, the most recently asked for (a flood of random slugs churns them, no more). */
 export const SLUG_MISSES_KEPT = 20;
@@ -21,10 +13,16 @@ export const SLUG_MISSES_KEPT = 20;
 export class SlugMisses {
   #unknown = 0;
   #paused = 0;
+  #bots = 0;
   /** Insertion order is recency: a slug asked for again moves to the end. */
   readonly #recent = new Map<string, { count: number; paused: boolean; at: number }>();
 
-  note(slug: string | undefined, paused: boolean, now: number): void {
+  /** A request for a slug that routes nowhere; a bot's is counted apart (and never named). */
+  note(slug: string | undefined, paused: boolean, now: number, bot = false): void {
+    if (bot) {
+      this.#bots++;
+      return;
+    }
     if (paused) this.#paused++;
     else this.#unknown++;
     if (slug === undefined) return;
@@ -34,8 +32,8 @@ export class SlugMisses {
     this.#recent.set(slug, { count: (seen?.count ?? 0) + 1, paused, at: now });
   }
 
-  /** Counts since start, and the kept slugs, most recent first. */
-  section(): { unknown: number; paused: number; recent: SlugMiss[] } {
+  /** Counts since start (people's unknown and paused, bots' apart), and the kept slugs, most recent first. */
+  section(): { unknown: number; paused: number; bots: number; recent: SlugMiss[] } {
     const recent: SlugMiss[] = [];
     for (const [slug, m] of this.#recent)
       recent.push({
@@ -44,6 +42,6 @@ export class SlugMisses {
         flow: m.paused ? 'paused' : 'unknown',
         last_seen_at: new Date(m.at).toISOString(),
       });
-    return { unknown: this.#unknown, paused: this.#paused, recent: recent.reverse() };
+    return { unknown: this.#unknown, paused: this.#paused, bots: this.#bots, recent: recent.reverse() };
   }
 }

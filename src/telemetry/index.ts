@@ -38,6 +38,7 @@ export type {
   Partially,
   SectionName,
   Sections,
+  SlugMiss,
   StreamsSection,
   TaskSectionEntry,
   TasksSection,

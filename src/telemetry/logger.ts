@@ -34,10 +34,6 @@ export interface LoggerOptions {
 }
 
 /**
- * The one root logger: JSON lines with `level` as a label, ISO `time`, `message`, and the node's
- * `server_id` on every record (§7 of the contract).
- */
-/**
  * How long a final flush ({@link flushLogSync}) waits for a stdout that takes nothing more (a full
  * pipe, a stalled log collector) before the exit goes on without the rest.
  */
@@ -46,6 +42,10 @@ export const FINAL_FLUSH_WAIT_MS = 500;
 /** When each logger's stdout gives up retrying a write that would block: never, until a final flush. */
 const giveUp = new WeakMap<Logger, { at: number }>();
 
+/**
+ * The one root logger: JSON lines with `level` as a label, ISO `time`, `message`, and the node's
+ * `server_id` on every record (§7 of the contract).
+ */
 export function createLogger(opts: LoggerOptions): Logger {
   const limit = { at: Number.POSITIVE_INFINITY };
   // Node opens stdout (a pipe: a log collector, npm) without blocking once `process.stdout` is

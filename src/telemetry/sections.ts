@@ -54,6 +54,16 @@ export interface StreamsSection {
 }
 
 /** §5 `traffic_flows` (§11: `bots`, `uniques`; extension: `without_default_stream`). */
+/** One slug `/go` was asked for that routes nowhere (no flow has it, or its flow is paused). */
+export interface SlugMiss {
+  slug: string;
+  /** Requests for it since it was first kept (it may have been dropped and kept again). */
+  count: number;
+  /** `paused`: a flow has the slug but is paused; `unknown`: no flow has it. */
+  flow: 'paused' | 'unknown';
+  last_seen_at: string;
+}
+
 export interface FlowsSection {
   total: number;
   active: number;
@@ -73,7 +83,9 @@ export interface FlowsSection {
   unknown_slugs: {
     unknown: number;
     paused: number;
-    recent: { slug: string; count: number; flow: 'paused' | 'unknown'; last_seen_at: string }[];
+    /** Bots' requests for such slugs (scanners): counted apart, never named. */
+    bots: number;
+    recent: SlugMiss[];
   };
 }
 
@@ -134,7 +146,7 @@ export const EMPTY_SECTIONS: { readonly [K in SectionName]: () => Sections[K] } 
     bots: 0,
     uniques: 0,
     without_default_stream: { count: 0, slugs: [] },
-    unknown_slugs: { unknown: 0, paused: 0, recent: [] },
+    unknown_slugs: { unknown: 0, paused: 0, bots: 0, recent: [] },
   }),
   clicks: () => ({
     buffered: 0,

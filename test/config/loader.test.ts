@@ -164,6 +164,12 @@ describe('configuration loader', () => {
       /^config: clicks\.visitor_key_secret in .*: expected a string of 16 to 1024 characters, got a value not shown \(secret\)$/,
     ],
     [
+      'a URL too long, said as its length rule, the value cut',
+      { 'config.m.yml': `routing:\n  fallback_url: https://x.test/${'a'.repeat(2100)}\n` },
+      {},
+      /^config: routing\.fallback_url in .*: expected a string of 1 to 2048 characters matching \/\^https\?:\/\/\/, got "https:\/\/x\.test\/a+"… \(2115 characters\)$/,
+    ],
+    [
       'an unknown key',
       { 'config.m.yml': 'cache:\n  size: 1\n' },
       {},

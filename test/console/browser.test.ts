@@ -6,6 +6,7 @@ import { type FlowRecord, type NewClick, newBatchId } from '../../src/storage/in
 import { browserMissing, launchBrowser, overflowOf, screenshot, watchConsole } from '../helpers/browser.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { newClick } from '../helpers/records.ts';
+import { USER_AGENTS } from '../helpers/user-agents.ts';
 
 const skip = browserMissing();
 
@@ -78,9 +79,15 @@ describe('web console in a browser', { skip }, () => {
   });
 
   test('an admin sees the node, a flagged failing task and its HTTP calls, then creates a flow and follows its redirect', async () => {
-    // An ad's link with a typo: no flow has the slug.
+    // An ad's link with a typo: no flow has the slug (as long as a slug may be: it must wrap).
+    const typo = `no-such-ad-${'x'.repeat(53)}`;
     for (let i = 0; i < 2; i++)
-      await (await fetch(`${t.url}/go/no-such-ad`, { redirect: 'manual' })).arrayBuffer();
+      await (
+        await fetch(`${t.url}/go/${typo}`, {
+          redirect: 'manual',
+          headers: { 'user-agent': USER_AGENTS.chromeWindows },
+        })
+      ).arrayBuffer();
     const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
     const seen = watchConsole(page);
     await signIn(page, admin);
@@ -95,7 +102,11 @@ describe('web console in a browser', { skip }, () => {
       `${log.buffered + log.unacked} / ${log.dropped}`,
     );
     // The Traffic card names the slug that routes nowhere.
-    assert.equal(await page.textContent('[data-testid=overview-unknown-slugs]'), 'no-such-ad ×2');
+    assert.equal(await page.textContent('[data-testid=overview-unknown-slugs]'), `${typo} ×2`);
+    // ...and wraps it: a long slug once widened the card and the page (666 px at a 390 px width).
+    await page.setViewportSize({ width: 390, height: 844 });
+    assert.equal(await overflowOf(page), 0, 'no sideways scroll at 390 px');
+    await page.setViewportSize({ width: 1280, height: 800 });
     // The Database card: a SQLite node's checkpoint thread (runs / failed / backlog).
     assert.match(
       (await page.textContent('[data-testid=overview-checkpoints]')) ?? '',

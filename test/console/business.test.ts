@@ -360,6 +360,9 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       await signInTo(other, `${keyed.url}/acp/#/flows`, token);
       await other.click('button:text-is("keyed")');
       await other.waitForSelector(`${panel} p.hint[data-testid=postback-key]`);
+      // The click-id check is judged on the streams, read apart from the config: wait for them, or
+      // "no warning" would hold before they were read (a review found it).
+      await other.waitForSelector('table[aria-label=Streams] tbody tr');
       assert.match(
         (await other.textContent('[data-testid=postback-url]')) ?? '',
         /&currency=USD&txid=\{network's transaction id macro\}&key=YOUR_KEY$/,

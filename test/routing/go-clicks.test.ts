@@ -202,6 +202,7 @@ for (const backend of BACKENDS) {
     it('requests for slugs that route nowhere are counted, and the last slugs named (a typo, a paused flow)', async () => {
       const misses = () => t.node.routing.flowsSection().unknown_slugs;
       const before = misses();
+      const noMatchBefore = t.node.routing.flowsSection().no_match;
       const paused = await call<FlowRecord>('/acp/traffic-flows/create', {
         slug: 'on-hold',
         name: 'On hold',
@@ -218,9 +219,18 @@ for (const backend of BACKENDS) {
         assert.equal((await go('fb-keto-dee', { 'user-agent': CHROME })).status, 404);
       assert.equal((await go('on-hold', { 'user-agent': CHROME })).status, 404);
       assert.equal((await go('%00bad', { 'user-agent': CHROME })).status, 404);
+      // A scanner: counted apart, never named, no no-match of people.
+      assert.equal(
+        (await go('wp-login', { 'user-agent': 'Googlebot/2.1 (+http://www.google.com/bot.html)' })).status,
+        404,
+      );
       const after = misses();
       assert.equal(after.unknown - before.unknown, 4, 'three typos and one that is no slug at all');
       assert.equal(after.paused - before.paused, 1);
+      assert.equal(after.bots - before.bots, 1);
+      assert.ok(!after.recent.some((r) => r.slug === 'wp-login'));
+      // Each person's request is a no-match of the node (§13: "still counted no_match").
+      assert.equal(t.node.routing.flowsSection().no_match - noMatchBefore, 5);
       assert.deepEqual(
         after.recent.slice(0, 2).map((r) => [r.slug, r.count, r.flow]),
         [

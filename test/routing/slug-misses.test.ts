@@ -8,9 +8,10 @@ test('slug misses keep the most recent slugs, bounded; every miss is counted', (
   m.note('s3', true, 999_000); // dropped before: kept again, counted afresh
   m.note(`s${SLUG_MISSES_KEPT + 4}`, false, 1_000_000); // the most recent already: moves to the front
   m.note(undefined, false, 1_000_001);
+  m.note('wp-login', false, 1_000_002, true); // a scanner: counted apart, never named
   const s = m.section();
   assert.equal(s.recent.length, SLUG_MISSES_KEPT);
-  assert.deepEqual([s.unknown, s.paused], [SLUG_MISSES_KEPT + 7, 1]);
+  assert.deepEqual([s.unknown, s.paused, s.bots], [SLUG_MISSES_KEPT + 7, 1, 1]);
   assert.deepEqual(
     s.recent.slice(0, 2).map((r) => [r.slug, r.count, r.flow, r.last_seen_at]),
     [

@@ -13,13 +13,15 @@ export function PostbackPanel({ flow, config, streams }) {
   const url = useRef(null);
   const keyed = Boolean(config?.postback?.key_sha256);
   const template = `${location.origin}/postback?click_id={network's click id macro}&status=sale&payout={network's payout macro}&currency=${flow.currency ?? 'USD'}&txid={network's transaction id macro}${keyed ? '&key=YOUR_KEY' : ''}`;
-  const closed = streams?.some((s) => s.target_url.includes('{click_id}'));
+  // Active streams only: a paused one passing {click_id} sends no visitor to its offer.
+  const active = streams?.filter((s) => s.status === 'active');
+  const closed = active?.some((s) => s.target_url.includes('{click_id}'));
   return html`<section class="panel" aria-label="Postback URL">
     <h3>Postback URL</h3>
     <code class="token" data-testid="postback-url" ref=${url}>${template}</code>
     <div class="actions">
       <button type="button" onClick=${async () => setCopied(await copyText(url.current))}>Copy postback URL</button>
-      ${copied ? html`<span class="muted">${copied}</span>` : ''}
+      <span class="muted" role="status" data-testid="postback-copied">${copied ?? ''}</span>
     </div>
     <p class="hint">Paste it into the affiliate network, replacing each <code>{network's … macro}</code> with the macro that network uses for it (its documentation names them, e.g. <code>{clickid}</code>); the <code>status</code> is <code>lead</code>, <code>sale</code> or <code>rejected</code>. The address is this console's: use the one the network reaches if it differs.</p>
     ${
@@ -30,7 +32,7 @@ export function PostbackPanel({ flow, config, streams }) {
           : html`<p class="notice warn" data-testid="postback-key">This node takes postbacks without a key: anyone who knows a click id can post conversions to it. Set <code>postback.key_sha256</code> (docs/configuration.md), then add <code>&key=YOUR_KEY</code> to the URL.</p>`
     }
     ${
-      streams && streams.length > 0 && !closed
+      active && active.length > 0 && !closed
         ? html`<p class="notice warn" data-testid="postback-click-id">No stream of this flow passes <code>{click_id}</code> to its offer: the network never learns the click id, so no postback can name the click and the loop cannot close. Put <code>{click_id}</code> in the offer's target URL (e.g. <code>?aff_sub={click_id}</code>).</p>`
         : html`<p class="hint" data-testid="postback-click-id">The offer's target URL must carry <code>{click_id}</code> (e.g. <code>?aff_sub={click_id}</code>): it is the click id the network sends back.</p>`
     }
