@@ -14,7 +14,7 @@ import { formatReport, runDoctor } from './doctor/index.ts';
 import { hasCode } from './errors/index.ts';
 import { startNode } from './main.ts';
 import { seedDemo } from './routing/index.ts';
-import { releaseStopSignals, SIGNAL_ECHO_MS } from './stop-signals.ts';
+import { holdStopSignals, onFirstStopSignal, releaseStopSignals, SIGNAL_ECHO_MS } from './stop-signals.ts';
 import {
   migrateWhenReachable,
   openStorage,
@@ -155,30 +155,11 @@ async function start(args: string[]): Promise<number> {
   // A stop asked for while the node starts (a start over a large database takes seconds) is kept
   // and carried out once it has started: killed by the signal's default action instead, it wrote
   // nothing, and clicks answered in the moment between listening and these handlers were lost.
-  let early: NodeJS.Signals | undefined;
-  let earlyAt = 0;
-  // Only a wait for an unreachable database gives up on it: nothing has been taken yet to keep.
+  // Held from the entry's first statement when src/cli.ts runs it (src/stop-signals.ts), from here
+  // otherwise. Only a wait for an unreachable database gives up on it: nothing has been taken yet.
+  holdStopSignals();
   const startAborted = new AbortController();
-  const onEarly = (signal: NodeJS.Signals, at = performance.now()) => {
-    if (early === undefined) {
-      early = signal;
-      earlyAt = at;
-      startAborted.abort();
-    } else if (at - earlyAt >= SIGNAL_ECHO_MS) {
-      // A second signal, not an echo: someone waiting on a stuck start (a database that hangs).
-      process.stderr.write(`second ${signal} while starting: exiting now\n`);
-      process.exit(1);
-    }
-  };
-  process.on('SIGTERM', onEarly);
-  process.on('SIGINT', onEarly);
-  // One the entry held while the modules loaded (src/cli.ts), with the time it came.
-  const held = releaseStopSignals();
-  if (held !== undefined) onEarly(held.signal, held.at);
-  const unhook = () => {
-    process.off('SIGTERM', onEarly);
-    process.off('SIGINT', onEarly);
-  };
+  onFirstStopSignal(() => startAborted.abort());
   let node: Awaited<ReturnType<typeof startNode>>;
   try {
     // stdout is the JSON log: the node's `sluice started` record carries its URL and mode.
@@ -188,7 +169,7 @@ async function start(args: string[]): Promise<number> {
       startAborted: startAborted.signal,
     });
   } catch (err) {
-    unhook();
+    releaseStopSignals();
     if (err instanceof StartAbandoned) {
       // Stopped while waiting for the database: a stop asked for and done, nothing to lose.
       process.stderr.write(`sluice: ${err.message}\n`);
@@ -249,8 +230,8 @@ async function start(args: string[]): Promise<number> {
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
     // Only now: between the two, a signal's default action would have been back for a moment.
-    unhook();
-    if (early !== undefined) onSignal(early);
+    const early = releaseStopSignals();
+    if (early !== undefined) onSignal(early.signal);
   });
 }
 

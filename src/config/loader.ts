@@ -247,13 +247,13 @@ function explain(e: ValueError): string {
   return `expected ${describe(e.schema)}, got ${got}${infinite ? ', not a finite number' : ''}`;
 }
 
+/** A value longer than this is shown cut, with its length: a 2,000-character URL fills no terminal. */
+const SHOWN_MAX_CHARS = 120;
+
 /**
  * A value as a message shows it: JSON, but YAML's spelling for what JSON has none of (`.inf` is a
  * valid YAML number; JSON would print it `null`).
  */
-/** A value longer than this is shown cut, with its length: a 2,000-character URL fills no terminal. */
-const SHOWN_MAX_CHARS = 120;
-
 function shown(value: unknown): string {
   if (typeof value === 'string' && value.length > SHOWN_MAX_CHARS)
     return `${JSON.stringify(value.slice(0, SHOWN_MAX_CHARS))}… (${value.length} characters)`;

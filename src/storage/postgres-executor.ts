@@ -15,7 +15,10 @@ const REFUSED_LOGIN_CODES = new Set([
   '28P01', // invalid_password
 ]);
 
-/** Connection-level failures: the server is down or unreachable (with the classes below: restarting, full). */
+/**
+ * Failures of the server's state, by code: down or unreachable, a login it refuses, and the few
+ * of other classes listed last (with the classes below: restarting, full).
+ */
 const UNAVAILABLE_CODES = new Set([
   ...REFUSED_LOGIN_CODES,
   'ECONNREFUSED',
@@ -27,6 +30,11 @@ const UNAVAILABLE_CODES = new Set([
   // object_not_in_prerequisite_state: as a connection's error, "database … is not currently
   // accepting connections" (ALLOW_CONNECTIONS false); no statement Sluice sends raises it otherwise.
   '55000',
+  // One code of another class each, besides the classes below: a standby after a failover, and two
+  // transient conflicts.
+  '25006', // read_only_sql_transaction: a node still pointed at a server that became a standby
+  '40001', // serialization_failure
+  '40P01', // deadlock_detected
 ]);
 
 /** Whether a driver error is the server refusing the login itself (see {@link REFUSED_LOGIN_CODES}). */
@@ -49,19 +57,12 @@ const UNAVAILABLE_CLASSES = ['08', '53', '57', '58'];
  * fail the same batch forever. Given up after its attempts like any refused statement.
  */
 const STATEMENT_CODES = new Set(['53400']);
-/** One code of another class each: a standby after a failover, and two transient conflicts. */
-const TRANSIENT_CODES = new Set([
-  '25006', // read_only_sql_transaction: a node still pointed at a server that became a standby
-  '40001', // serialization_failure
-  '40P01', // deadlock_detected
-]);
 
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
   if (
     typeof e.code === 'string' &&
     (UNAVAILABLE_CODES.has(e.code) ||
-      TRANSIENT_CODES.has(e.code) ||
       (UNAVAILABLE_CLASSES.includes(e.code.slice(0, 2)) && !STATEMENT_CODES.has(e.code)))
   )
     return true;

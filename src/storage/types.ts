@@ -1,4 +1,4 @@
-import type { Role } from '../config/index.ts';
+import { POSTBACK_STATUSES, type Role } from '../config/index.ts';
 import type { DbSection } from '../telemetry/index.ts';
 import type { ClusterStore, Fence } from './cluster-store.ts';
 import type { ReportStore } from './reports.ts';
@@ -246,7 +246,8 @@ export interface CounterBatch {
 
 export const CLICK_OUTCOMES = ['redirect', 'no_match', 'bot'] as const;
 export const DEVICE_TYPES = ['desktop', 'mobile', 'tablet', 'other'] as const;
-export const CONVERSION_STATUSES = ['lead', 'sale', 'rejected'] as const;
+/** §12's statuses: the configuration's list (`postback.statuses` maps a network's values to them). */
+export const CONVERSION_STATUSES = POSTBACK_STATUSES;
 export type ClickOutcome = (typeof CLICK_OUTCOMES)[number];
 export type DeviceType = (typeof DEVICE_TYPES)[number];
 export type ConversionStatus = (typeof CONVERSION_STATUSES)[number];

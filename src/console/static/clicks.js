@@ -1,7 +1,18 @@
 import { html } from 'htm/preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { acp } from './api.js';
-import { Card, ErrorLine, fmt, Loading, POLL_MS, Row, SortTable, useFlowNames, usePoll } from './ui.js';
+import {
+  Card,
+  ErrorLine,
+  fmt,
+  hashParam,
+  Loading,
+  POLL_MS,
+  Row,
+  SortTable,
+  useFlowNames,
+  usePoll,
+} from './ui.js';
 
 const PAGE = 50;
 /** The most a live poll asks for; a burst beyond it reloads the first page instead. */
@@ -241,7 +252,7 @@ function ClickDetail({ clickId, flowName, streamName, flowCurrency, onClose }) {
 }
 
 /** The `click` parameter of the page's hash (`#/clicks?click=ID`). */
-const clickInHash = () => new URLSearchParams(location.hash.split('?')[1] ?? '').get('click');
+const clickInHash = () => hashParam('click');
 
 /** The click log, newest first and live; a click opens with its conversions. */
 export function ClicksPage() {

@@ -2,7 +2,7 @@ import { html } from 'htm/preact';
 import { useEffect, useState } from 'preact/hooks';
 import { acp, acpText } from './api.js';
 import { Chart } from './overview.js';
-import { ErrorLine, fmt, SortTable, useFlowList } from './ui.js';
+import { ErrorLine, fmt, hashParam, SortTable, useFlowList } from './ui.js';
 
 const DIMENSIONS = [
   'day',
@@ -34,7 +34,7 @@ const PRESETS = {
 };
 
 /** The flow the hash names (`#/reports?flow=ID`, a flow's **report** link), or '' for every flow. */
-const flowInHash = () => new URLSearchParams(location.hash.split('?')[1] ?? '').get('flow') ?? '';
+const flowInHash = () => hashParam('flow') ?? '';
 
 const money = (v, currency) => (typeof v === 'number' ? fmt.money(v, currency ?? '') : '–');
 const ratio = (v) => (typeof v === 'number' ? fmt.pct(v) : '–');

@@ -120,6 +120,9 @@ export function useFlowNames() {
  * What stands where data will be: "Loading…" while the first read is on its way, nothing once it
  * failed (the error line beside it says why, and live reads try again by themselves).
  */
+/** A parameter of the page's hash (`#/clicks?click=ID`, `#/reports?flow=ID`), or null. */
+export const hashParam = (name) => new URLSearchParams(location.hash.split('?')[1] ?? '').get(name);
+
 export const Loading = ({ error }) => (error ? null : html`<p>Loading…</p>`);
 
 export const ErrorLine = ({ error }) =>
