@@ -11,6 +11,7 @@ import {
   registerCronRoutes,
   registerHttpClientRoutes,
   registerOperatorRoutes,
+  registerPostbackRoutes,
   registerReportRoutes,
   registerRoutingRoutes,
   registerSystemRoutes,
@@ -28,7 +29,7 @@ import {
   resolveBuildInfo,
 } from './config/index.ts';
 import { registerConsole } from './console/index.ts';
-import { postbackDialect, registerPostbackRoute } from './conversions/index.ts';
+import { PostbackKeys, postbackDialect, registerPostbackRoute } from './conversions/index.ts';
 import { Schedule, Scheduler } from './cron/index.ts';
 import { describeCause } from './errors/index.ts';
 import {
@@ -49,7 +50,7 @@ export interface StartOptions extends LoadOptions {
   /** Where log lines go (tests capture them); stdout when absent. */
   logDestination?: DestinationStream;
   clock?: Clock;
-  /** Prints the one-time bootstrap token; stdout when absent. Never goes through the logger. */
+  /** Prints the one-time bootstrap token and postback key; stderr when absent. Never the logger. */
   print?: (line: string) => void;
   /** The routing decision's random source (weighted rotation); tests seed it. */
   random?: () => number;
@@ -317,6 +318,22 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       ttlHours: config.routing.uniqueness_ttl_hours,
       maxEntries: config.routing.uniqueness_max_entries,
     });
+    // Before the first postback: a restarted node knows the stored keys at once.
+    const postbackKeys = new PostbackKeys({
+      requireKey: config.postback.require_key,
+      configuredSha256: config.postback.key_sha256,
+      previousConfiguredSha256: config.postback.previous_key_sha256,
+      graceHours: config.postback.key_grace_hours,
+      store: storage,
+      clock,
+    });
+    await postbackKeys.load();
+    telemetry.setSection('postbacks', () => postbackKeys.section());
+    if (!postbackKeys.required)
+      logger.warn(
+        { key: 'postback.require_key' },
+        'postbacks need no key: anyone who sees a click id can post conversions (postback.require_key: false)',
+      );
     // Before the first click: the windows other nodes (or this node's last run) opened are loaded.
     await uniquenessExchange.start();
     // The stop's database writes, one after another in the order of what they keep: the click log
@@ -409,6 +426,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       new OperatorDirectory(config.acp.operators, storage.operators, (name) => authenticator.forget(name)),
     );
     registerAuditRoutes(acp, storage.audit);
+    registerPostbackRoutes(acp, postbackKeys);
     registerConsoleRoutes(acp, {
       telemetry,
       scheduler,
@@ -431,8 +449,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     registerPostbackRoute(app, {
       conversions: storage.conversions,
       pendingClick: (clickId) => clickLog.find(clickId),
-      keySha256: config.postback.key_sha256,
-      previousKeySha256: config.postback.previous_key_sha256,
+      keys: postbackKeys,
       dialect: postbackDialect(config.postback),
       // Its own count: a network still sending an old key must not lock operators out of the ACP.
       limiter: new AuthLimiter(authLimits),
@@ -454,16 +471,22 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     heartbeat.advertise(config.cluster.advertise_url ?? (wildcard ? `http://${hostname()}:${port}` : url));
     // Listed with its address now, not at the next renewal.
     await heartbeat.beat(election.isLeader());
-    // After listening: a start that fails (a busy port) must not spend the one showing of the token.
+    // After listening: a start that fails (a busy port) must not spend the one showing of a secret.
+    // On stderr: stdout is the JSON log stream, and a secret never goes into a log (docs/telemetry.md#logs).
+    const print = opts.print ?? ((line: string) => process.stderr.write(`${line}\n`));
     if (mode === 'development') {
       const token = await bootstrapAdmin(storage.operators, config.acp.operators.length);
       if (token !== undefined) {
-        // On stderr: stdout is the JSON log stream, and a token never goes into a log (§7).
-        const print = opts.print ?? ((line: string) => process.stderr.write(`${line}\n`));
         print(
           `Created ACP operator "admin" (role admin). Its token, shown only this once:\n\n    ${token}\n`,
         );
       }
+    }
+    const postbackKey = await postbackKeys.ensure();
+    if (postbackKey !== undefined) {
+      print(
+        `Created the postback key. Networks send it as &key=... on /postback; shown only this once (POST /acp/postback/rotate-key makes another):\n\n    ${postbackKey}\n`,
+      );
     }
 
     scheduler.start();

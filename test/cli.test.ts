@@ -308,8 +308,12 @@ describe('sluice CLI', () => {
         1,
         'the bootstrap token is printed once, on stderr',
       );
+      const postbackKey =
+        /Created the postback key\. .*shown only this once.*\n\n {4}pbk_[A-Za-z0-9_-]{43}\n\n/g;
+      assert.equal(node.stderr().match(postbackKey)?.length, 1, 'so is the postback key');
       const out = node.stdout();
       assert.doesNotMatch(out, /slc_/, 'and never on stdout, the log stream');
+      assert.doesNotMatch(out, /pbk_/, 'nor the postback key');
       const lines = out.split('\n');
       assert.equal(lines.pop(), '', 'stdout ends with a whole line');
       for (const line of lines) {

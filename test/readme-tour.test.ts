@@ -40,6 +40,7 @@ describe('the README tour, as a reader runs it', () => {
   let dir: string;
   let node: CliNode;
   let auth: Record<string, string>;
+  let postbackKey: string | undefined;
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'sluice-tour-'));
     writeFileSync(
@@ -50,6 +51,8 @@ describe('the README tour, as a reader runs it', () => {
     node = await startCli(args, { cwd: dir });
     const token = node.stderr().match(/slc_[A-Za-z0-9_-]{43}/)?.[0];
     assert.ok(token, 'the bootstrap token is printed');
+    postbackKey = node.stderr().match(/pbk_[A-Za-z0-9_-]{43}/)?.[0];
+    assert.ok(postbackKey, 'the postback key is printed');
     auth = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
     const demo = await runCli(['demo', ...args], { cwd: dir });
     assert.equal(demo.code, 0, demo.stderr);
@@ -87,8 +90,9 @@ describe('the README tour, as a reader runs it', () => {
     assert.ok(fr.headers.get('location')!.includes(`aff_sub=${click}&s1=adset42`));
 
     const pb = await fetch(
-      `${node.url}/postback?click_id=${click}&status=sale&payout=12.50&currency=USD&txid=order-1`,
+      `${node.url}/postback?click_id=${click}&status=sale&payout=12.50&currency=USD&txid=order-1&key=${postbackKey}`,
     );
+    assert.equal(pb.status, 200);
     const [shownPostback] = readmeOutputs('/postback?click_id=');
     assert.deepEqual(
       pick((await pb.json()) as Record<string, unknown>, ['ok', 'status']),

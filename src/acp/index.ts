@@ -13,6 +13,7 @@ export { type ConsoleRoutesDeps, ProceduresBody, registerConsoleRoutes } from '.
 export { registerCronRoutes, TaskListBody, TaskRunBody } from './cron-routes.ts';
 export { RecentFailuresBody, registerHttpClientRoutes } from './http-client-routes.ts';
 export { registerOperatorRoutes } from './operator-routes.ts';
+export { registerPostbackRoutes } from './postback-routes.ts';
 export { registerReportRoutes } from './reports-routes.ts';
 export { type RoutingRoutesDeps, registerRoutingRoutes } from './routing-routes.ts';
 export { registerSystemRoutes, type SystemDeps } from './system-routes.ts';

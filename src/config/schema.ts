@@ -161,6 +161,11 @@ export const ConfigSchema = Type.Object(
     ),
     postback: Type.Object(
       {
+        // Every postback must carry a key (docs/clicks.md#postback-keys): key_sha256's when set,
+        // else one the first start makes and keeps (its hash) in the database. false: none needed.
+        require_key: Type.Boolean({ default: true }),
+        // After POST /acp/postback/rotate-key, the key it replaced is still accepted this long.
+        key_grace_hours: Type.Integer({ minimum: 0, maximum: 720, default: 24 }),
         // Affiliate networks send the key in the query string: only its hash is configured.
         key_sha256: Type.Optional(Sha256Hex({ secret: true })),
         // The key being replaced, accepted beside key_sha256 until every network has the new one:

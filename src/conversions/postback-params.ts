@@ -1,4 +1,3 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { ApiError } from '../errors/index.ts';
 import {
   CLICK_ID_PATTERN,
@@ -181,23 +180,4 @@ export function parsePostback(query: unknown, body: unknown, dialect: PostbackDi
     });
   }
   return { click_id: clickId!, status, payout_micros: payoutMicros, currency, txid };
-}
-
-/**
- * Checks the postback key against `postback.key_sha256` and, while a key is being replaced,
- * `postback.previous_key_sha256`, in constant time (digests of equal length are compared, both of
- * them every time, so neither the key's length, its prefix nor which one matched leaks through
- * timing). No configured hash: every postback is accepted.
- */
-export function postbackKeyAccepted(
-  keySha256: string | undefined,
-  key: string | undefined,
-  previousSha256?: string | undefined,
-): boolean {
-  if (keySha256 === undefined) return true;
-  if (key === undefined) return false;
-  const given = createHash('sha256').update(key, 'utf8').digest();
-  const current = timingSafeEqual(given, Buffer.from(keySha256, 'hex'));
-  const previous = previousSha256 !== undefined && timingSafeEqual(given, Buffer.from(previousSha256, 'hex'));
-  return current || previous;
 }

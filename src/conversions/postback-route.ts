@@ -12,16 +12,15 @@ import {
   fromMicros,
 } from '../storage/index.ts';
 import type { Clock } from '../time/index.ts';
-import { type PostbackDialect, parsePostback, postbackKey, postbackKeyAccepted } from './postback-params.ts';
+import type { PostbackKeys } from './postback-keys.ts';
+import { type PostbackDialect, parsePostback, postbackKey } from './postback-params.ts';
 
 export interface PostbackRouteOptions {
   conversions: ConversionStore;
   /** A click this node took that is not written yet (a postback can beat the click log's flush). */
   pendingClick: (clickId: string) => ClickRecord | undefined;
-  /** `postback.key_sha256`: when set, every postback must carry the key whose SHA-256 this is. */
-  keySha256: string | undefined;
-  /** `postback.previous_key_sha256`: the key being replaced, still accepted beside the new one. */
-  previousKeySha256?: string | undefined;
+  /** Which keys are accepted, and whether one is needed at all. */
+  keys: PostbackKeys;
   /** A network's own parameter names and status values (`postback.aliases`, `postback.statuses`). */
   dialect?: PostbackDialect;
   /** Wrong or missing keys count against the client address like failed ACP tokens. */
@@ -147,11 +146,11 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
       // a guesser which it was), unless it has sent this same key, right, from there before.
       const key = postbackKey(query, request.body, opts.dialect) ?? '';
       if (limiter !== undefined && !limiter.proven(request.ip, key)) limiter.check(request.ip);
-      if (!postbackKeyAccepted(opts.keySha256, key === '' ? undefined : key, opts.previousKeySha256)) {
+      if (!(await opts.keys.accepts(key === '' ? undefined : key))) {
         limiter?.failed(request.ip);
         throw new ApiError('auth.unauthorized', 'The postback key is missing or wrong.');
       }
-      if (opts.keySha256 !== undefined) limiter?.prove(request.ip, key);
+      if (opts.keys.required) limiter?.prove(request.ip, key);
       const pb = parsePostback(query, request.body, opts.dialect);
       const apply = () =>
         opts.conversions.upsert(

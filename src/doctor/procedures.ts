@@ -10,6 +10,7 @@ import {
   type ClicksSection,
   type FlowsSection,
   type Partially,
+  type PostbacksSection,
   type RecentEntry,
   type RecorderEntry,
   type SystemMetrics,
@@ -389,6 +390,8 @@ export function acpHealth(s: NodeSnapshot): ProcedureResult {
     if (noDefault !== undefined) items.push(noDefault);
     const misses = unknownSlugsItem(m.traffic_flows?.unknown_slugs);
     if (misses !== undefined) items.push(misses);
+    const postbacks = postbackKeyItem(m.postbacks);
+    if (postbacks !== undefined) items.push(postbacks);
   }
   for (const p of s.problems) items.push({ subject: 'acp', message: p, finding: true });
   const uptime = m?.host?.uptime_seconds;
@@ -466,6 +469,25 @@ function unknownSlugsItem(
     finding: false,
     data: { ...u },
   };
+}
+
+/**
+ * How `/postback` is authenticated (docs/clicks.md#postback-keys): a node that takes postbacks
+ * without a key (`postback.require_key: false`) is a finding — anyone who sees a click id, in a
+ * redirect or an offer's URL, can post a sale on it. An older node without the section: no item.
+ */
+function postbackKeyItem(p: Partially<PostbacksSection> | undefined): ProcedureItem | undefined {
+  if (p === undefined || typeof p.key_required !== 'boolean') return undefined;
+  const source = p.key_source === 'configured' ? 'postback.key_sha256' : 'the key stored in the database';
+  return p.key_required
+    ? { subject: 'postbacks', message: `a key is required (${source})`, finding: false, data: { ...p } }
+    : {
+        subject: 'postbacks',
+        message:
+          'postbacks need no key (postback.require_key: false): anyone who sees a click id can post a conversion on it; remove the setting (the next start makes a key and prints it once)',
+        finding: true,
+        data: { ...p },
+      };
 }
 
 /** 7. Version audit of one node: `commit` of the list responses and `version` of system metrics. */

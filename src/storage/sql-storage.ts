@@ -139,6 +139,29 @@ export class SqlStorage implements Storage {
     return String(rows[0]!.value);
   }
 
+  async readSecret(name: string): Promise<string | undefined> {
+    const rows = await this.#b.exec.all<{ value: unknown }>(
+      'SELECT value FROM deployment_secrets WHERE name = ?',
+      [name],
+    );
+    return rows[0] === undefined ? undefined : String(rows[0].value);
+  }
+
+  async replaceSecret(name: string, expected: string | null, value: string): Promise<boolean> {
+    const at = new Date(this.#clock.now()).toISOString();
+    const changed =
+      expected === null
+        ? await this.#b.exec.run(
+            'INSERT INTO deployment_secrets (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING',
+            [name, value, at],
+          )
+        : await this.#b.exec.run(
+            'UPDATE deployment_secrets SET value = ?, created_at = ? WHERE name = ? AND value = ?',
+            [value, at, name, expected],
+          );
+    return changed === 1;
+  }
+
   addCounters(batch: CounterBatch): Promise<boolean> {
     return this.#b.writer?.addCounters(batch) ?? addCounters(this.#guard, batch);
   }

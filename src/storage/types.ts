@@ -598,6 +598,13 @@ export interface Storage {
    * stored one first (every node sharing the database gets the same). Never logged or shown.
    */
   secret(name: string, make: () => string): Promise<string>;
+  /** The deployment secret kept under `name`, or undefined while no node has stored one. */
+  readSecret(name: string): Promise<string | undefined>;
+  /**
+   * Stores `value` under `name` if its value is still `expected` (null: if none is stored), in one
+   * conditional statement: false when another node changed it first, and nothing was written.
+   */
+  replaceSecret(name: string, expected: string | null, value: string): Promise<boolean>;
   /**
    * Adds counter deltas atomically in a fixed number of round trips whatever the batch's size;
    * ids of streams or flows deleted meanwhile are dropped, never an error. Idempotent by batch id:

@@ -36,6 +36,7 @@ export type {
   DbSection,
   FlowsSection,
   Partially,
+  PostbacksSection,
   SectionName,
   Sections,
   SlugMiss,

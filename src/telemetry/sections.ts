@@ -111,6 +111,17 @@ export interface ClicksSection {
   failing_since: string | null;
 }
 
+/**
+ * How this node authenticates postbacks (an extension of §5; docs/clicks.md#postback-keys): the
+ * doctor's procedure 6 reads it, a node that takes postbacks without a key is a finding.
+ */
+export interface PostbacksSection {
+  /** Whether `/postback` refuses a request without the right `key`. */
+  key_required: boolean;
+  /** Where the accepted key's hash comes from: the configuration, the database, or nowhere yet. */
+  key_source: 'configured' | 'stored' | 'none';
+}
+
 /** Every provided section by name. */
 export interface Sections {
   cache: CacheSection;
@@ -119,6 +130,7 @@ export interface Sections {
   streams: StreamsSection;
   traffic_flows: FlowsSection;
   clicks: ClicksSection;
+  postbacks: PostbacksSection;
 }
 export type SectionName = keyof Sections;
 
@@ -158,6 +170,7 @@ export const EMPTY_SECTIONS: { readonly [K in SectionName]: () => Sections[K] } 
     last_error: null,
     failing_since: null,
   }),
+  postbacks: () => ({ key_required: true, key_source: 'none' }),
 };
 
 /**

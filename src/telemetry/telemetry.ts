@@ -174,6 +174,7 @@ export class Telemetry {
       streams: s.streams(),
       traffic_flows: s.traffic_flows(),
       clicks: s.clicks(),
+      postbacks: s.postbacks(),
     };
     if (this.version !== undefined) out.version = this.version;
     return out;

@@ -37,6 +37,7 @@ const RULES: Record<string, Role> = {
   '/acp/operators/create': 'admin',
   '/acp/operators/revoke': 'admin',
   '/acp/audit/list': 'admin',
+  '/acp/postback/rotate-key': 'admin',
 };
 
 const METRICS_TOKEN = 'scrape-token-0123456789abcdef';
@@ -73,6 +74,7 @@ describe('access control: every ACP route × every credential', () => {
       '/acp/streams/delete': 'stream.delete',
       '/acp/operators/create': 'operator.create',
       '/acp/operators/revoke': 'operator.revoke',
+      '/acp/postback/rotate-key': 'postback_key.rotate',
     });
   });
 

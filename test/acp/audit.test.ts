@@ -84,6 +84,12 @@ for (const backend of BACKENDS) {
         201,
       );
       await write('/acp/operators/revoke', { name: 'newcomer' }, 'operator.revoke', () => 'newcomer');
+      const rotated = await write(
+        '/acp/postback/rotate-key',
+        {},
+        'postback_key.rotate',
+        () => 'postback_key',
+      );
 
       const page = await list({ limit: 500 });
       assert.equal(page.total, done.length);
@@ -114,6 +120,10 @@ for (const backend of BACKENDS) {
       assert.match(created.token, /^slc_/);
       assert.ok(!t.logs.raw.includes(created.token), 'the token is never logged');
       assert.ok(!JSON.stringify(page).includes(created.token), 'the token is in no audit row');
+      // So is the postback key a rotation answered.
+      const key = (rotated as unknown as { key: string }).key;
+      assert.match(key, /^pbk_/);
+      assert.ok(!t.logs.raw.includes(key) && !JSON.stringify(page).includes(key), 'the key neither');
       assert.deepEqual(Object.keys(page.items[0]!).sort(), [
         'action',
         'created_at',

@@ -9,7 +9,7 @@ import {
   newBatchId,
   type StreamRecord,
 } from '../../src/storage/index.ts';
-import type { TestNode } from '../helpers/node.ts';
+import { type TestNode, withPostbackKey } from '../helpers/node.ts';
 import { newClick } from '../helpers/records.ts';
 import { BACKENDS } from '../storage/backends.ts';
 
@@ -62,7 +62,7 @@ for (const backend of BACKENDS) {
       return json;
     };
     const postback = async (query: string) => {
-      const res = await fetch(`${t.url}/postback?${query}`);
+      const res = await fetch(`${t.url}${withPostbackKey(t, `/postback?${query}`)}`);
       assert.equal(res.status, 200, await res.clone().text());
       return (await res.json()) as { conversion_id: string };
     };

@@ -18,6 +18,7 @@ const SECTIONS = [
   'streams',
   'traffic_flows',
   'clicks',
+  'postbacks',
 ];
 
 describe('POST /acp/system/metrics', () => {

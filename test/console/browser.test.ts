@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { type FlowRecord, type NewClick, newBatchId } from '../../src/storage/index.ts';
 import { browserMissing, launchBrowser, overflowOf, screenshot, watchConsole } from '../helpers/browser.ts';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { startTestNode, type TestNode, withPostbackKey } from '../helpers/node.ts';
 import { newClick } from '../helpers/records.ts';
 import { USER_AGENTS } from '../helpers/user-agents.ts';
 
@@ -312,7 +312,7 @@ describe('web console in a browser', { skip }, () => {
         'click_id=browser-click-05&txid=tx-2&status=lead&payout=3&currency=EUR',
         'click_id=browser-click-06&status=rejected&payout=40',
       ]) {
-        assert.equal((await fetch(`${t.url}/postback?${q}`)).status, 200);
+        assert.equal((await fetch(`${t.url}${withPostbackKey(t, `/postback?${q}`)}`)).status, 200);
       }
     });
 

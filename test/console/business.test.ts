@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { browserMissing, launchBrowser, overflowOf, screenshot, watchConsole } from '../helpers/browser.ts';
-import { flowWithDefault, startTestNode, type TestNode } from '../helpers/node.ts';
+import { flowWithDefault, startTestNode, type TestNode, withPostbackKey } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, pgBehindProxy, testSchema } from '../helpers/postgres.ts';
 
 const skip = browserMissing();
@@ -151,7 +151,11 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       ids.push(res.headers.get('x-click-id')!);
     }
     await t.node.clickLog.persist();
-    assert.equal((await fetch(`${t.url}/postback?click_id=${ids[0]}&payout=9&status=sale`)).status, 200);
+    assert.equal(
+      (await fetch(`${t.url}${withPostbackKey(t, `/postback?click_id=${ids[0]}&payout=9&status=sale`)}`))
+        .status,
+      200,
+    );
 
     for (const [width, height, name] of [
       [1366, 768, 'console-reports-1366'],
@@ -196,7 +200,11 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     // currencies the selection holds: no refusal (a 400 for every view and every change made the
     // doctor flag the reports route).
     assert.equal(
-      (await fetch(`${t.url}/postback?click_id=${ids[1]}&payout=4&status=sale&currency=EUR`)).status,
+      (
+        await fetch(
+          `${t.url}${withPostbackKey(t, `/postback?click_id=${ids[1]}&payout=4&status=sale&currency=EUR`)}`,
+        )
+      ).status,
       200,
     );
     // A flow with no traffic, to pick in the report's flow list below.
@@ -306,16 +314,14 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     await page.waitForSelector(`${panel} [data-testid=postback-key]`);
     // The streams are read apart from the configuration: the warning comes once they are.
     await page.waitForSelector(`${panel} p.warn[data-testid=postback-click-id]`);
-    const template = `${t.url}/postback?click_id={network's click id macro}&status=sale&payout={network's payout macro}&currency=EUR&txid={network's transaction id macro}`;
+    // A key is required by default: the URL has its place, and the page says where it comes from.
+    const template = `${t.url}/postback?click_id={network's click id macro}&status=sale&payout={network's payout macro}&currency=EUR&txid={network's transaction id macro}&key=YOUR_KEY`;
     assert.equal(await page.textContent('[data-testid=postback-url]'), template);
     const said = async (id: string) =>
       ((await page.textContent(`${panel} [data-testid=${id}]`)) ?? '').replace(/\s+/g, ' ');
-    // No postback key on this node: anyone with a click id can post, and the page says so.
-    assert.match(
-      await said('postback-key'),
-      /without a key: anyone who knows a click id can post conversions/,
-    );
-    assert.match(await said('postback-key'), /postback\.key_sha256/);
+    assert.match(await said('postback-key'), /requires a postback key: the URL ends with &key=YOUR_KEY/);
+    assert.match(await said('postback-key'), /the first node printed when it started/);
+    assert.match(await said('postback-key'), /POST \/acp\/postback\/rotate-key.*\(24 h\)/);
     // The only offer does not carry {click_id}: the network could never name the click.
     assert.match(
       await said('postback-click-id'),
@@ -375,6 +381,33 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       await other.close();
     } finally {
       await keyed.close();
+    }
+
+    // A node told to take postbacks without a key: no place for one, and a warning saying so.
+    const open = await startTestNode({ yaml: 'postback:\n  require_key: false\n' });
+    try {
+      const token = await open.token('viewer', 'vio');
+      await flowWithDefault(
+        open,
+        await open.token('admin', 'ada'),
+        'open',
+        'https://offer.test/?s={click_id}',
+      );
+      const other = await browser.newPage({ viewport: { width: 1366, height: 768 } });
+      await signInTo(other, `${open.url}/acp/#/flows`, token);
+      await other.click('button:text-is("open")');
+      await other.waitForSelector(`${panel} p.warn[data-testid=postback-key]`);
+      assert.match(
+        (await other.textContent('[data-testid=postback-url]')) ?? '',
+        /&txid=\{network's transaction id macro\}$/,
+      );
+      assert.match(
+        ((await other.textContent(`${panel} [data-testid=postback-key]`)) ?? '').replace(/\s+/g, ' '),
+        /without a key \(postback\.require_key: false\): anyone who knows a click id can post conversions/,
+      );
+      await other.close();
+    } finally {
+      await open.close();
     }
   });
 

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { parsePostback, postbackKey, postbackKeyAccepted } from '../../src/conversions/index.ts';
+import { PostbackKeys, parsePostback, postbackKey } from '../../src/conversions/index.ts';
 import { ApiError } from '../../src/errors/index.ts';
+import { ManualClock } from '../../src/time/index.ts';
 
 /** The problems one refused postback lists, by path (a JSON pointer: `/click_id`). */
 function problems(query: unknown, body?: unknown): Record<string, string> {
@@ -102,13 +103,27 @@ describe('postback parameters (§12)', () => {
     assert.match(problems({}, { click_id: { $ne: 1 } })['/click_id'] ?? '', /string/);
   });
 
-  test('the key is compared with its configured SHA-256; no hash configured accepts all', () => {
+  test('the key is compared with its configured SHA-256, in any case of hex; none sent or another is refused', async () => {
     const hash = createHash('sha256').update('s3cret').digest('hex');
-    assert.equal(postbackKeyAccepted(hash, 's3cret'), true);
-    assert.equal(postbackKeyAccepted(hash.toUpperCase(), 's3cret'), true);
-    assert.equal(postbackKeyAccepted(hash, 's3cret '), false);
-    assert.equal(postbackKeyAccepted(hash, undefined), false);
-    assert.equal(postbackKeyAccepted(undefined, undefined), true);
+    // A configured key never reads the database: a store that throws shows it.
+    const store = {
+      readSecret: () => Promise.reject(new Error('read')),
+      replaceSecret: () => Promise.reject(new Error('write')),
+    };
+    const keys = (configured: string, requireKey = true) =>
+      new PostbackKeys({
+        requireKey,
+        configuredSha256: configured,
+        graceHours: 24,
+        store,
+        clock: new ManualClock(),
+      });
+    assert.equal(await keys(hash).accepts('s3cret'), true);
+    assert.equal(await keys(hash.toUpperCase()).accepts('s3cret'), true);
+    assert.equal(await keys(hash).accepts('s3cret '), false);
+    assert.equal(await keys(hash).accepts(undefined), false);
+    // A configured key is required whatever postback.require_key says.
+    assert.equal(await keys(hash, false).accepts(undefined), false);
     assert.equal(postbackKey({ key: 'q' }, { key: 'b' }), 'b');
     assert.equal(postbackKey({ key: ['q', 'r'] }, undefined), 'q');
     assert.equal(postbackKey({}, { key: 5 }), undefined);

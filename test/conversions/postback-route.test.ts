@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/auth/index.ts';
 import { newBatchId } from '../../src/storage/index.ts';
-import { startTestNode, type TestNode } from '../helpers/node.ts';
+import { startTestNode, type TestNode, withPostbackKey } from '../helpers/node.ts';
 import { newClick } from '../helpers/records.ts';
 
 interface Answer {
@@ -11,8 +11,9 @@ interface Answer {
   requestId: string;
 }
 
+/** A call to `path` with the node's own postback key (the default: one is required), unless it names one. */
 async function call(t: TestNode, path: string, init?: RequestInit): Promise<Answer> {
-  const res = await fetch(`${t.url}${path}`, init);
+  const res = await fetch(`${t.url}${withPostbackKey(t, path)}`, init);
   return {
     status: res.status,
     body: (await res.json()) as Answer['body'],

@@ -27,7 +27,7 @@ describe('a postback waiting for its click when the node stops (SQLite)', () => 
       yaml: 'app:\n  server:\n    shutdown_timeout_ms: 1500\nclicks:\n  flush_interval_ms: 20000\n',
     });
     const id = madeUp(Date.now(), 'shutdown');
-    const answer = fetch(`${t.url}/postback?click_id=${id}&txid=x`).then(
+    const answer = fetch(`${t.url}/postback?key=${t.postbackKey}&click_id=${id}&txid=x`).then(
       async (r) => `${r.status} ${((await r.json()) as { error: { code: string } }).error.code}`,
       (e: Error) => `no answer: ${(e.cause as NodeJS.ErrnoException | undefined)?.code ?? e.message}`,
     );
@@ -77,9 +77,13 @@ describe('postbacks waiting on another node (two nodes, PostgreSQL)', { skip: sk
     for (let i = 0; i < runs; i++) {
       const id = await click();
       const t0 = performance.now();
-      const first = fetch(`${b.url}/postback?click_id=${id}&txid=tx&status=lead&payout=1`);
+      const first = fetch(
+        `${b.url}/postback?key=${a.postbackKey}&click_id=${id}&txid=tx&status=lead&payout=1`,
+      );
       await sleep(150);
-      const second = fetch(`${b.url}/postback?click_id=${id}&txid=tx&status=rejected&payout=0`);
+      const second = fetch(
+        `${b.url}/postback?key=${a.postbackKey}&click_id=${id}&txid=tx&status=rejected&payout=0`,
+      );
       // Node a writes the click after the first postback's poll at ~200 ms, before the second's at ~350.
       await sleep(Math.max(0, 260 - (performance.now() - t0)));
       await a.node.clickLog.persist();
@@ -105,9 +109,9 @@ describe('postbacks waiting on another node (two nodes, PostgreSQL)', { skip: sk
       const c = new AbortController();
       controllers.push(c);
       pending.push(
-        fetch(`${b.url}/postback?click_id=${madeUp(Date.now(), `f${i}`)}`, { signal: c.signal }).catch(
-          () => undefined,
-        ),
+        fetch(`${b.url}/postback?key=${a.postbackKey}&click_id=${madeUp(Date.now(), `f${i}`)}`, {
+          signal: c.signal,
+        }).catch(() => undefined),
       );
     }
     await sleep(500);
@@ -116,7 +120,7 @@ describe('postbacks waiting on another node (two nodes, PostgreSQL)', { skip: sk
     await sleep(200); // the node sees the 256 connections close
     const id = await click();
     const t0 = performance.now();
-    const pb = fetch(`${b.url}/postback?click_id=${id}&txid=real&status=sale&payout=5`);
+    const pb = fetch(`${b.url}/postback?key=${a.postbackKey}&click_id=${id}&txid=real&status=sale&payout=5`);
     await sleep(100);
     await a.node.clickLog.persist();
     const res = await pb;
@@ -142,7 +146,7 @@ describe('a waiting postback and its client connection (SQLite)', () => {
       let o = '';
       s.on('data', (d) => (o += d));
       s.on('close', () => resolve(o.split('\r\n')[0]!));
-      s.end(`GET /postback?click_id=${id}&txid=h HTTP/1.1\r\nhost: x\r\n\r\n`);
+      s.end(`GET /postback?key=${t.postbackKey}&click_id=${id}&txid=h HTTP/1.1\r\nhost: x\r\n\r\n`);
     });
     await sleep(600); // the click arrives from another node's flush
     await t.node.storage.clicks.insertBatch({
@@ -167,7 +171,7 @@ describe('a waiting postback and its client connection (SQLite)', () => {
         s.on('close', () =>
           resolve({ statuses: [...out.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]!), closedByNode }),
         );
-        let req = `GET /postback?click_id=${madeUp(Date.now(), `deep${behind}`)}&txid=d HTTP/1.1\r\nhost: x\r\n\r\n`;
+        let req = `GET /postback?key=${t.postbackKey}&click_id=${madeUp(Date.now(), `deep${behind}`)}&txid=d HTTP/1.1\r\nhost: x\r\n\r\n`;
         for (let i = 0; i < behind; i++) req += 'GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n';
         s.write(req);
         setTimeout(() => s.end(), 4500).unref();
@@ -195,7 +199,7 @@ describe('a waiting postback and its client connection (SQLite)', () => {
     s.on('error', () => {});
     let req = '';
     for (let i = 0; i < 12; i++)
-      req += `GET /postback?click_id=${madeUp(Date.now(), `pipe${i}`)}&txid=p HTTP/1.1\r\nhost: x\r\n\r\n`;
+      req += `GET /postback?key=${t.postbackKey}&click_id=${madeUp(Date.now(), `pipe${i}`)}&txid=p HTTP/1.1\r\nhost: x\r\n\r\n`;
     s.write(req);
     await sleep(500);
     s.destroy();
@@ -231,7 +235,7 @@ describe('postbacks waiting on another node whose clicks a clicks.flush task wri
     const res = await fetch(`${a.url}/go/cfw`, { redirect: 'manual', headers: { 'user-agent': CHROME } });
     assert.equal(res.status, 302);
     const id = res.headers.get('x-click-id')!;
-    const pb = fetch(`${b.url}/postback?click_id=${id}&status=sale&payout=3`);
+    const pb = fetch(`${b.url}/postback?key=${a.postbackKey}&click_id=${id}&status=sale&payout=3`);
     // Past the 2 s a postback waited before (flush_interval_ms + 1 s), then the task runs on node a.
     await sleep(3000);
     await a.node.scheduler.runNow('click_writer').done;

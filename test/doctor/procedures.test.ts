@@ -406,6 +406,37 @@ describe('operator procedures', () => {
     );
   });
 
+  test('6: a node that takes postbacks without a key is a finding; one that requires a key is noted', () => {
+    const withPostbacks = (postbacks: NonNullable<NodeSnapshot['metrics']>['postbacks']) => {
+      const s = snapshot();
+      s.metrics = { ...s.metrics, postbacks };
+      return proc(s, 'acp_health');
+    };
+    const open = withPostbacks({ key_required: false, key_source: 'none' });
+    assert.deepEqual(findings(open), ['postbacks']);
+    assert.match(
+      open.summary,
+      /postbacks need no key \(postback\.require_key: false\): anyone who sees a click id/,
+    );
+    const keyed = withPostbacks({ key_required: true, key_source: 'stored' });
+    assert.equal(keyed.status, 'ok');
+    assert.equal(
+      keyed.items.find((i) => i.subject === 'postbacks')?.message,
+      'a key is required (the key stored in the database)',
+    );
+    assert.match(
+      withPostbacks({ key_required: true, key_source: 'configured' }).items.find(
+        (i) => i.subject === 'postbacks',
+      )!.message,
+      /postback\.key_sha256/,
+    );
+    // An older node without the section: nothing said about it.
+    assert.equal(
+      proc(snapshot(), 'acp_health').items.some((i) => i.subject === 'postbacks'),
+      false,
+    );
+  });
+
   test('6: flows with traffic and no default stream are a warning, not a finding', () => {
     const s = snapshot();
     s.metrics = {

@@ -29,6 +29,11 @@ export interface TestNode {
   dir: string;
   url: string;
   printed: string[];
+  /**
+   * The postback key this node printed when it made it (a first start, `postback.require_key`
+   * true, no `postback.key_sha256`); undefined when it printed none.
+   */
+  postbackKey: string | undefined;
   /** Creates a stored operator with that role and returns its token. */
   token(role: Role, name?: string): Promise<string>;
   /** POST JSON to an ACP path with a token. */
@@ -114,6 +119,7 @@ export async function startTestNode(
     dir,
     url: node.url,
     printed,
+    postbackKey: printedPostbackKey(printed),
     token: async (role, name) =>
       (await createOperator(node.storage.operators, name ?? `${role}-${++seq}`, role)).token,
     acp: (path, token, body, headers = {}) =>
@@ -132,6 +138,27 @@ export async function startTestNode(
       if (ownSchema) await dropSchema(ownSchema);
     },
   };
+}
+
+/** A postback key as a node prints it (src/conversions/postback-keys.ts). */
+export const POSTBACK_KEY = /pbk_[A-Za-z0-9_-]{43}/;
+
+/** The postback key among what a node printed, if it printed one. */
+export function printedPostbackKey(printed: readonly string[]): string | undefined {
+  for (const line of printed) {
+    const m = POSTBACK_KEY.exec(line);
+    if (m) return m[0];
+  }
+  return undefined;
+}
+
+/**
+ * `path` (of `/postback`) carrying the node's postback key in its query string, unless it names a
+ * key itself or the node printed none: what a network's postback URL looks like by default.
+ */
+export function withPostbackKey(t: Pick<TestNode, 'postbackKey'>, path: string): string {
+  if (t.postbackKey === undefined || /[?&]key=/.test(path)) return path;
+  return `${path}${path.includes('?') ? '&' : '?'}key=${encodeURIComponent(t.postbackKey)}`;
 }
 
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Report } from '../../src/reports/index.ts';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import type { Clock } from '../../src/time/index.ts';
-import type { TestNode } from '../helpers/node.ts';
+import { type TestNode, withPostbackKey } from '../helpers/node.ts';
 import { seeded } from '../helpers/random.ts';
 import { BACKENDS } from '../storage/backends.ts';
 
@@ -55,7 +55,7 @@ for (const backend of BACKENDS) {
       return res.headers.get('x-click-id')!;
     };
     const postback = async (query: string) => {
-      const res = await fetch(`${t.url}/postback?${query}`);
+      const res = await fetch(`${t.url}${withPostbackKey(t, `/postback?${query}`)}`);
       assert.equal(res.status, 200, await res.text());
     };
     const report = (body: Record<string, unknown>, status = 200) =>

@@ -66,7 +66,7 @@ describe('one report from either of two nodes sharing PostgreSQL (§15)', { skip
     await a.node.clickLog.persist();
     await b.node.clickLog.persist();
     // The postback reaches node b for a click node a took.
-    const pb = await fetch(`${b.url}/postback?click_id=${ids[0]}&payout=7&status=sale`);
+    const pb = await fetch(`${b.url}/postback?key=${a.postbackKey}&click_id=${ids[0]}&payout=7&status=sale`);
     assert.equal(pb.status, 200);
     const now = new Date();
     const query = {
@@ -97,7 +97,9 @@ describe('one report from either of two nodes sharing PostgreSQL (§15)', { skip
     assert.equal(res.status, 302);
     const clickId = res.headers.get('x-click-id')!;
     assert.equal(await b.node.storage.clicks.get(clickId), undefined, 'not written yet');
-    const pb = await fetch(`${b.url}/postback?click_id=${clickId}&payout=3&status=sale&txid=fresh`);
+    const pb = await fetch(
+      `${b.url}/postback?key=${a.postbackKey}&click_id=${clickId}&payout=3&status=sale&txid=fresh`,
+    );
     assert.equal(pb.status, 200, await pb.clone().text());
     assert.deepEqual(pick((await pb.json()) as Record<string, unknown>, ['ok', 'click_id', 'status']), {
       ok: true,
@@ -106,7 +108,7 @@ describe('one report from either of two nodes sharing PostgreSQL (§15)', { skip
     });
     // An id that was never made waits no longer than a real one could, then is the contract's 404.
     const unknown = `${clickId.slice(0, -4)}zzzz`;
-    const missing = await fetch(`${b.url}/postback?click_id=${unknown}&payout=3`);
+    const missing = await fetch(`${b.url}/postback?key=${a.postbackKey}&click_id=${unknown}&payout=3`);
     assert.equal(missing.status, 404);
     await missing.arrayBuffer();
   });

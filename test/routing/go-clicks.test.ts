@@ -3,7 +3,7 @@ import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { CLICK_ID_RE } from '../../src/clicks/index.ts';
 import type { FlowRecord, Page, StreamRecord } from '../../src/storage/index.ts';
-import type { TestNode } from '../helpers/node.ts';
+import { type TestNode, withPostbackKey } from '../helpers/node.ts';
 import { seeded } from '../helpers/random.ts';
 import { BACKENDS } from '../storage/backends.ts';
 
@@ -109,7 +109,9 @@ for (const backend of BACKENDS) {
       // The test node trusts loopback as its proxy: the country header is believed.
       assert.equal(click.country, 'DE');
 
-      const pb = await fetch(`${t.url}/postback?click_id=${clickId}&payout=4.20&status=sale`);
+      const pb = await fetch(
+        `${t.url}${withPostbackKey(t, `/postback?click_id=${clickId}&payout=4.20&status=sale`)}`,
+      );
       assert.equal(pb.status, 200);
       const body = (await pb.json()) as { click_id: string; status: string };
       assert.deepEqual([body.click_id, body.status], [clickId, 'sale']);

@@ -115,6 +115,7 @@ describe('telemetry hub', () => {
       'streams',
       'traffic_flows',
       'clicks',
+      'postbacks',
       'version',
     ]);
     assert.equal(m.host.uptime_seconds, 12.345);

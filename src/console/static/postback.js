@@ -11,7 +11,10 @@ import { copyText } from './ui.js';
 export function PostbackPanel({ flow, config, streams }) {
   const [copied, setCopied] = useState(null);
   const url = useRef(null);
-  const keyed = Boolean(config?.postback?.key_sha256);
+  // A key is required unless postback.require_key is false and none is configured (a configured
+  // one shows as set, redacted). An older node without require_key required one only when set.
+  const configured = Boolean(config?.postback?.key_sha256);
+  const keyed = configured || (config?.postback?.require_key ?? false);
   const template = `${location.origin}/postback?click_id={network's click id macro}&status=sale&payout={network's payout macro}&currency=${flow.currency ?? 'USD'}&txid={network's transaction id macro}${keyed ? '&key=YOUR_KEY' : ''}`;
   // Active streams only: a paused one passing {click_id} sends no visitor to its offer.
   const active = streams?.filter((s) => s.status === 'active');
@@ -27,9 +30,11 @@ export function PostbackPanel({ flow, config, streams }) {
     ${
       !config
         ? ''
-        : keyed
+        : configured
           ? html`<p class="hint" data-testid="postback-key">This node requires a postback key: the URL ends with <code>&key=YOUR_KEY</code>: put your key there (the node keeps only its SHA-256, in <code>postback.key_sha256</code>).</p>`
-          : html`<p class="notice warn" data-testid="postback-key">This node takes postbacks without a key: anyone who knows a click id can post conversions to it. Set <code>postback.key_sha256</code> (docs/configuration.md), then add <code>&key=YOUR_KEY</code> to the URL.</p>`
+          : keyed
+            ? html`<p class="hint" data-testid="postback-key">This node requires a postback key: the URL ends with <code>&key=YOUR_KEY</code>: put your key there. It is the key the first node printed when it started (on standard error; the nodes keep only its hash). Lost it, or leaked? An admin makes a new one with <code>POST /acp/postback/rotate-key</code>; the old one keeps working for <code>postback.key_grace_hours</code> (${config.postback.key_grace_hours ?? 24} h) while the network's URL is changed.</p>`
+            : html`<p class="notice warn" data-testid="postback-key">This node takes postbacks without a key (<code>postback.require_key: false</code>): anyone who knows a click id can post conversions to it. Remove that setting (the next start makes a key and prints it once), then add <code>&key=YOUR_KEY</code> to the URL.</p>`
     }
     ${
       active && active.length > 0 && !closed
