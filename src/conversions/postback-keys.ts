@@ -1,4 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError } from '../errors/index.ts';
 import type { Storage } from '../storage/index.ts';
 import type { PostbacksSection } from '../telemetry/index.ts';
@@ -9,9 +10,10 @@ export const POSTBACK_KEY_SECRET = 'postback_key';
 /** Prefix that makes a leaked postback key recognisable (as `slc_` does an ACP token). */
 export const POSTBACK_KEY_PREFIX = 'pbk_';
 /**
- * A key this node does not know is looked up in the database again at most this often: a key
- * rotated on another node is accepted here at most this long after the rotation, and a flood of
- * wrong keys costs the database one read a second.
+ * A key this node does not know is looked up in the database again, at most this often: a postback
+ * with a key rotated on another node waits at most this long here for the read that finds it (and
+ * is accepted), a wrong key waits as long for its 401, and a flood of wrong keys costs the database
+ * one read a second.
  */
 export const KEY_REREAD_MS = 1000;
 /** Replaced keys still within their grace at most: the oldest goes first. */
@@ -74,8 +76,9 @@ function parseStored(raw: string): StoredKeys {
  * `postback.key_sha256`'s (and `previous_key_sha256`'s) when configured, else the one the first
  * node made and kept, hashed, in the database shared by every node (made race-safe: one
  * conditional insert wins), with the keys a rotation replaced while their grace lasts. Nodes hold
- * the hashes in memory; a key not among them makes the node read the database again, at most once
- * every {@link KEY_REREAD_MS}, so a rotation on one node is accepted on every other within that.
+ * the hashes in memory; a key not among them makes the node read the database again (a read that
+ * begins after the postback arrived), at most once every {@link KEY_REREAD_MS}, so a key rotated on
+ * one node is accepted on every other at once, its first postback there waiting up to that long.
  * Keys are compared by their SHA-256 in constant time, against every hash each time.
  */
 export class PostbackKeys {
@@ -84,8 +87,12 @@ export class PostbackKeys {
   #stored: StoredKeys | undefined;
   /** The raw value last read, what a rotation expects to replace. */
   #raw: string | undefined;
+  /** When the last read began (real time, as the waits it sets are real). */
   #lastRead = Number.NEGATIVE_INFINITY;
-  #reading: Promise<void> | undefined;
+  /** The next read, waiting out {@link KEY_REREAD_MS}: every miss until it begins joins it. */
+  #next: Promise<void> | undefined;
+  /** Bumped by every change of what is held: a read that began before one must not undo it. */
+  #generation = 0;
 
   constructor(o: PostbackKeysOptions) {
     this.#o = o;
@@ -104,7 +111,11 @@ export class PostbackKeys {
   section(): PostbacksSection {
     return {
       key_required: this.required,
-      key_source: this.configured ? 'configured' : this.#stored !== undefined ? 'stored' : 'none',
+      key_source: this.configured
+        ? 'configured'
+        : this.required && this.#stored !== undefined
+          ? 'stored'
+          : 'none',
     };
   }
 
@@ -133,8 +144,9 @@ export class PostbackKeys {
 
   /**
    * Whether a postback with this `key` (undefined: none sent) is accepted. A key this node does not
-   * know is looked up again in the database (a rotation made on another node), at most once every
-   * {@link KEY_REREAD_MS}; a database that cannot be read then throws (the postback is not stored).
+   * know waits for a read of the database that begins after it arrived (a rotation made on another
+   * node), at most {@link KEY_REREAD_MS}; a database that cannot be read then throws (the postback
+   * is not stored).
    */
   async accepts(key: string | undefined): Promise<boolean> {
     if (!this.required) return true;
@@ -142,9 +154,7 @@ export class PostbackKeys {
     const given = digest(key);
     if (this.#matches(given)) return true;
     if (this.configured) return false;
-    if (this.#reading === undefined && this.#o.clock.monotonic() - this.#lastRead < KEY_REREAD_MS)
-      return false;
-    await this.#reread();
+    await this.#nextRead();
     return this.#matches(given);
   }
 
@@ -201,21 +211,33 @@ export class PostbackKeys {
     return ok;
   }
 
-  /** One read of the database at a time; callers meanwhile wait for it. */
-  #reread(): Promise<void> {
-    this.#reading ??= (async () => {
-      this.#lastRead = this.#o.clock.monotonic();
-      try {
-        const raw = await this.#o.store.readSecret(POSTBACK_KEY_SECRET);
-        if (raw !== undefined && raw !== this.#raw) this.#set(raw, parseStored(raw));
-      } finally {
-        this.#reading = undefined;
-      }
+  /**
+   * A read that has not begun yet: the one already waiting, or a new one, begun once
+   * {@link KEY_REREAD_MS} has passed since the last began. Real time, not the injected clock: this
+   * is how long a request is held.
+   */
+  #nextRead(): Promise<void> {
+    this.#next ??= (async () => {
+      // Always a pause, if only of a tick: #next is set before it is cleared.
+      await sleep(Math.max(0, this.#lastRead + KEY_REREAD_MS - performance.now()), undefined, { ref: false });
+      this.#next = undefined;
+      await this.#reread();
     })();
-    return this.#reading;
+    return this.#next;
+  }
+
+  /** Reads the stored hashes now. */
+  async #reread(): Promise<void> {
+    this.#lastRead = performance.now();
+    const generation = this.#generation;
+    const raw = await this.#o.store.readSecret(POSTBACK_KEY_SECRET);
+    // A rotation this node made meanwhile is newer than what this read saw.
+    if (raw !== undefined && raw !== this.#raw && generation === this.#generation)
+      this.#set(raw, parseStored(raw));
   }
 
   #set(raw: string, value: StoredKeys): void {
+    this.#generation++;
     this.#raw = raw;
     this.#stored = value;
   }

@@ -67,6 +67,36 @@ for (const backend of BACKENDS) {
       }
     });
 
+    it('a deployment secret is replaced only from the value the caller read: one of two at once wins', async () => {
+      const other = reopen();
+      try {
+        assert.equal(await storage.readSecret('cas'), undefined);
+        // None stored: the first insert wins, a second one finds it there.
+        assert.deepEqual(
+          (
+            await Promise.all([
+              storage.replaceSecret('cas', null, 'a'),
+              other.replaceSecret('cas', null, 'b'),
+            ])
+          ).sort(),
+          [false, true],
+        );
+        const first = (await other.readSecret('cas'))!;
+        assert.ok(first === 'a' || first === 'b');
+        // Two replacements of the same value at once: one is written, the other changes nothing.
+        const won = await Promise.all([
+          storage.replaceSecret('cas', first, 'c'),
+          other.replaceSecret('cas', first, 'd'),
+        ]);
+        assert.deepEqual([...won].sort(), [false, true]);
+        assert.equal(await storage.readSecret('cas'), won[0] ? 'c' : 'd');
+        assert.equal(await storage.replaceSecret('cas', 'stale', 'e'), false);
+        assert.equal(await storage.readSecret('cas'), won[0] ? 'c' : 'd');
+      } finally {
+        await other.close();
+      }
+    });
+
     it('a database a newer Sluice migrated is refused before anything is written', async () => {
       const { sql } = opened;
       await sql().run('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)', [
