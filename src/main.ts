@@ -326,14 +326,10 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       graceHours: config.postback.key_grace_hours,
       store: storage,
       clock,
+      logger,
     });
-    await postbackKeys.load();
+    await postbackKeys.start();
     telemetry.setSection('postbacks', () => postbackKeys.section());
-    if (!postbackKeys.required)
-      logger.warn(
-        { key: 'postback.require_key' },
-        'postbacks need no key: anyone who sees a click id can post conversions (postback.require_key: false)',
-      );
     // Before the first click: the windows other nodes (or this node's last run) opened are loaded.
     await uniquenessExchange.start();
     // The stop's database writes, one after another in the order of what they keep: the click log

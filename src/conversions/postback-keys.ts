@@ -2,7 +2,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiError } from '../errors/index.ts';
 import type { Storage } from '../storage/index.ts';
-import type { PostbacksSection } from '../telemetry/index.ts';
+import type { Logger, PostbacksSection } from '../telemetry/index.ts';
 import type { Clock } from '../time/index.ts';
 
 /** The name the postback keys' hashes are kept under in the database (`deployment_secrets`). */
@@ -39,6 +39,8 @@ export interface PostbackKeysOptions {
   graceHours: number;
   store: Pick<Storage, 'readSecret' | 'replaceSecret'>;
   clock: Clock;
+  /** Told, at each start, that postbacks need no key. */
+  logger?: Pick<Logger, 'warn'>;
 }
 
 /** 256 bits from the CSPRNG, base64url (URL-safe: it goes in a query string as it is). */
@@ -119,8 +121,16 @@ export class PostbackKeys {
     };
   }
 
-  /** Reads the stored hashes (before the node serves, so a restarted node knows them at once). */
-  async load(): Promise<void> {
+  /**
+   * Reads the stored hashes (before the node serves, so a restarted node knows them at once), and
+   * warns when postbacks need no key: at every start, as long as that is so.
+   */
+  async start(): Promise<void> {
+    if (!this.required)
+      this.#o.logger?.warn(
+        { key: 'postback.require_key' },
+        'postbacks need no key: anyone who sees a click id can post conversions (postback.require_key: false)',
+      );
     if (!this.configured) await this.#reread();
   }
 
