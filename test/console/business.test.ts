@@ -26,18 +26,11 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
   let t: TestNode;
   let browser: Browser;
   let admin: string;
-  let flow: FlowRecord;
 
   before(async () => {
     t = await startTestNode();
     admin = await t.token('admin', 'mia');
     browser = await launchBrowser();
-    const res = await t.acp('/acp/traffic-flows/create', admin, {
-      slug: 'buyer',
-      name: 'Buyer',
-      cost_per_click: 0.2,
-    });
-    flow = (await res.json()) as FlowRecord;
   });
   after(async () => {
     await browser?.close();
@@ -50,6 +43,9 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
   }
 
   test('an admin builds a stream with rules, is warned about the missing default stream, and tests clicks', async () => {
+    const res = await t.acp('/acp/traffic-flows/create', admin, { slug: 'buyer', name: 'Buyer' });
+    assert.equal(res.status, 200);
+    const flow = (await res.json()) as FlowRecord;
     const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
     const seen = watchConsole(page);
     await signIn(page);
@@ -141,13 +137,29 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
   });
 
   test('reports: clicks and a sale appear by day and country, with totals, a chart and a CSV; the phone fits', async () => {
+    // A flow of its own at 0.20 a click, with a stream that takes everyone.
+    const made = await t.acp('/acp/traffic-flows/create', admin, {
+      slug: 'reported',
+      name: 'Reported',
+      cost_per_click: 0.2,
+    });
+    assert.equal(made.status, 200);
+    const flow = (await made.json()) as FlowRecord;
+    const stream = await t.acp('/acp/streams/create', admin, {
+      flow_id: flow.id,
+      name: 'everyone',
+      type: 'default',
+      target_url: 'https://offer.test/?c={click_id}',
+    });
+    assert.equal(stream.status, 200);
     // Traffic: two iPhone clicks from Germany (one converts), bots apart.
     const ids: string[] = [];
     for (const ip of ['198.51.100.1', '198.51.100.2']) {
-      const res = await fetch(`${t.url}/go/buyer`, {
+      const res = await fetch(`${t.url}/go/reported`, {
         redirect: 'manual',
         headers: { 'user-agent': IPHONE, 'cf-ipcountry': 'DE', 'x-forwarded-for': ip },
       });
+      assert.equal(res.status, 302);
       ids.push(res.headers.get('x-click-id')!);
     }
     await t.node.clickLog.persist();
@@ -166,7 +178,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       await signIn(page);
       // From the flows page, the flow's own report.
       await page.click('nav a[href="#/flows"]');
-      await page.click('[data-testid=report-buyer]');
+      await page.click('[data-testid=report-reported]');
       await page.waitForSelector('table[aria-label=Report] td[data-label=country]:text("DE")');
       const row = 'table[aria-label=Report] tbody tr:has(td[data-label=country]:text("DE"))';
       assert.equal((await page.textContent(`${row} td[data-label=clicks]`))?.trim(), '2');
@@ -214,7 +226,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
     const seen = watchConsole(page);
     await signIn(page);
     await page.click('nav a[href="#/flows"]');
-    await page.click('[data-testid=report-buyer]');
+    await page.click('[data-testid=report-reported]');
     await page.waitForSelector('[data-testid=report-currencies]');
     assert.match(
       (await page.textContent('[data-testid=report-currencies]')) ?? '',
@@ -519,11 +531,12 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       await node.node.clickLog.persist();
       const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
       await signInTo(page, `${node.url}/acp/#/clicks`, token);
-      await page.waitForSelector('[data-testid=updated]');
-      // Two polls after the first page: each merges the last minute's clicks in. They were counted
-      // already (the first poll made it "60 shown of 70" before).
+      await page.waitForSelector('[data-testid=list-updated]');
+      // Two polls of the list after its first page (its own update time, not the header's, which
+      // moves with the metrics): each merges the last minute's clicks in. They were counted already
+      // (the first poll made it "60 shown of 70" before).
       for (let poll = 0; poll < 2; poll++) {
-        const updated = await page.textContent('[data-testid=updated]');
+        const updated = await page.textContent('[data-testid=list-updated]');
         await page.waitForFunction(
           ([sel, was]) =>
             (
@@ -531,7 +544,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
                 document: { querySelector(s: string): { textContent: string } | null };
               }
             ).document.querySelector(sel as string)?.textContent !== was,
-          ['[data-testid=updated]', updated] as const,
+          ['[data-testid=list-updated]', updated] as const,
           { timeout: 15_000 },
         );
       }

@@ -42,17 +42,86 @@ export async function screenshot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(RESULTS_DIR, `${name}.png`), fullPage: true });
 }
 
+/** The page's globals that the layout checks read (this file is type-checked without the DOM library). */
+interface LayoutWindow {
+  requestAnimationFrame(cb: () => void): number;
+  performance: { now(): number };
+  document: {
+    documentElement: { scrollWidth: number };
+    querySelectorAll(
+      s: string,
+    ): ArrayLike<{ offsetWidth: number; parentElement: { clientWidth: number } | null }>;
+  };
+}
+
+/** What the page's layout was at one animation frame: its width and each chart's against its box. */
+interface LayoutSample {
+  scrollWidth: number;
+  charts: string[];
+  chartsFit: boolean;
+}
+
+/** Frames the page's width must hold, charts inside their boxes, before it counts as settled. */
+const STABLE_FRAMES = 3;
+
 /**
- * How much wider than the viewport the page is laid out (0 or less: no horizontal scrolling).
+ * How much wider than the viewport the page is laid out (0 or less: no horizontal scrolling), once
+ * its layout has settled. A resize (`setViewportSize`, a scrollbar appearing) is followed by the
+ * console's reactions a frame later: each chart's ResizeObserver redraws it for its new box. Read
+ * before that, a chart still as wide as the old layout made a phone page look 33 px too wide. So the
+ * page is read frame after frame until its width has held for `STABLE_FRAMES` frames with every
+ * chart inside its box, or throws after `timeoutMs` with what it saw.
+ *
  * Against the viewport's own width, not `innerWidth`: a mobile page (`isMobile`) that is too wide
  * is zoomed out to fit, and its `innerWidth` grows with it, so the two would always agree.
  */
-export async function overflowOf(page: Page): Promise<number> {
-  const scrollWidth = await page.evaluate(
-    // Runs in the page; this file is type-checked without the DOM library.
-    () =>
-      (globalThis as unknown as { document: { documentElement: { scrollWidth: number } } }).document
-        .documentElement.scrollWidth,
+export async function overflowOf(page: Page, timeoutMs = 10_000): Promise<number> {
+  const settled = await page.evaluate(
+    async ([limit, stableFrames]) => {
+      const w = globalThis as unknown as LayoutWindow;
+      const sample = (): LayoutSample => {
+        const charts = Array.from(w.document.querySelectorAll('.chart .uplot'), (c) => ({
+          width: c.offsetWidth,
+          box: c.parentElement?.clientWidth ?? 0,
+        }));
+        return {
+          scrollWidth: w.document.documentElement.scrollWidth,
+          charts: charts.map((c) => `${c.width}/${c.box}`),
+          chartsFit: charts.every((c) => c.width <= c.box),
+        };
+      };
+      const frame = () => new Promise<void>((r) => w.requestAnimationFrame(() => r()));
+      const deadline = w.performance.now() + limit;
+      const seen: LayoutSample[] = [];
+      for (;;) {
+        // A frame first: observers of the last change are told during the frame's rendering.
+        await frame();
+        const now = sample();
+        seen.push(now);
+        const recent = seen.slice(-stableFrames);
+        if (
+          recent.length === stableFrames &&
+          recent.every((s) => s.chartsFit && s.scrollWidth === now.scrollWidth)
+        )
+          return { scrollWidth: now.scrollWidth, seen: null };
+        if (w.performance.now() > deadline) return { scrollWidth: now.scrollWidth, seen: seen.slice(-10) };
+      }
+    },
+    [timeoutMs, STABLE_FRAMES] as const,
   );
-  return scrollWidth - page.viewportSize()!.width;
+  if (settled.seen)
+    throw new Error(
+      `the page's layout did not settle within ${timeoutMs} ms (last frames: ${JSON.stringify(settled.seen)})`,
+    );
+  return settled.scrollWidth - page.viewportSize()!.width;
+}
+
+/** Each chart's width against the width of the box it is drawn in, in page order. */
+export function chartWidths(page: Page): Promise<{ width: number; box: number }[]> {
+  return page.evaluate(() =>
+    Array.from((globalThis as unknown as LayoutWindow).document.querySelectorAll('.chart .uplot'), (c) => ({
+      width: c.offsetWidth,
+      box: c.parentElement?.clientWidth ?? 0,
+    })),
+  );
 }

@@ -178,7 +178,7 @@ function toFilter(form) {
 function LiveLine({ log, noun }) {
   return html`<p class="live" aria-live="polite">
     ${log.error ? html`<span class="badge warn" data-testid="not-live">not live</span>` : html`<span class="badge ok">live</span>`}
-    <span data-testid="updated">updated ${fmt.time(log.updatedAt)}</span>
+    <span data-testid="list-updated">updated ${fmt.time(log.updatedAt)}</span>
     <span class="muted">· ${fmt.n(log.items?.length ?? 0)} shown of ${fmt.n(log.total)}${log.capped ? '+' : ''} ${noun}</span>
   </p>`;
 }
