@@ -6,6 +6,7 @@ import { type FlowRecord, type NewClick, newBatchId } from '../../src/storage/in
 import {
   browserMissing,
   chartWidths,
+  consoleUrl,
   launchBrowser,
   overflowOf,
   screenshot,
@@ -50,7 +51,7 @@ describe('web console in a browser', { skip }, () => {
   });
 
   async function signIn(page: Page, token: string): Promise<void> {
-    await page.goto(`${t.url}/acp/`);
+    await page.goto(consoleUrl(t.url));
     await page.fill('#token', token);
     await page.click('form[aria-label="Sign in"] button[type=submit]');
     await page.waitForSelector('[data-testid=overview-node-id]');
@@ -83,6 +84,32 @@ describe('web console in a browser', { skip }, () => {
       seen.errors.filter((e) => !/status of 401/.test(e)),
       [],
     );
+    await page.close();
+  });
+
+  test('a tab polls every 5 s, or every N s when opened as /acp/?poll=N (whole seconds, 1–300)', async () => {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    const seen = watchConsole(page);
+    await signIn(page, viewer);
+    // The token stays in the tab: each address opens the console signed in, polling as it says.
+    for (const [query, every] of [
+      ['', 5],
+      ['?poll=1', 1],
+      ['?poll=300', 300],
+      ['?poll=0', 5],
+      ['?poll=301', 5],
+      ['?poll=2.5', 5],
+      ['?poll=soon', 5],
+    ] as const) {
+      await page.goto(`${t.url}/acp/${query}`);
+      await page.waitForSelector('[data-testid=sampled]');
+      assert.match(
+        (await page.textContent('[data-testid=sampled]')) ?? '',
+        new RegExp(`^Sampled every ${every} s while`),
+        query,
+      );
+    }
+    assert.deepEqual(seen.errors, []);
     await page.close();
   });
 
@@ -206,7 +233,7 @@ describe('web console in a browser', { skip }, () => {
     assert.equal(page.url(), `${upstreamUrl}/landed?flow=browser-flow`);
 
     // Procedures: the failing task is the finding of procedure 2.
-    await page.goto(`${t.url}/acp/#/procedures`);
+    await page.goto(consoleUrl(t.url, '#/procedures'));
     await page.waitForSelector('li[data-procedure=failure_rise].finding');
     assert.match((await page.textContent('li[data-procedure=failure_rise]')) ?? '', /flaky/);
     assert.equal(await page.locator('.checklist > li').count(), 7);

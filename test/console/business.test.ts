@@ -2,7 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
-import { browserMissing, launchBrowser, overflowOf, screenshot, watchConsole } from '../helpers/browser.ts';
+import {
+  browserMissing,
+  consoleUrl,
+  launchBrowser,
+  overflowOf,
+  screenshot,
+  watchConsole,
+} from '../helpers/browser.ts';
 import { flowWithDefault, startTestNode, type TestNode, withPostbackKey } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, pgBehindProxy, testSchema } from '../helpers/postgres.ts';
 
@@ -38,7 +45,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
   });
 
   async function signIn(page: Page): Promise<void> {
-    await signInTo(page, `${t.url}/acp/`, admin);
+    await signInTo(page, consoleUrl(t.url), admin);
     await page.waitForSelector('[data-testid=overview-node-id]');
   }
 
@@ -375,7 +382,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
         'https://offer.test/?s={click_id}',
       );
       const other = await browser.newPage({ viewport: { width: 1366, height: 768 } });
-      await signInTo(other, `${keyed.url}/acp/#/flows`, token);
+      await signInTo(other, consoleUrl(keyed.url, '#/flows'), token);
       await other.click('button:text-is("keyed")');
       await other.waitForSelector(`${panel} p.hint[data-testid=postback-key]`);
       // The click-id check is judged on the streams, read apart from the config: wait for them, or
@@ -430,7 +437,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       const token = await node.token('admin', 'sam');
       // A node with no flow yet: the page says what to do, and where lost clicks go.
       const empty = await browser.newPage({ viewport: { width: 1366, height: 768 } });
-      await signInTo(empty, `${node.url}/acp/#/flows`, token);
+      await signInTo(empty, consoleUrl(node.url, '#/flows'), token);
       await empty.waitForSelector('[data-testid=no-flows]');
       assert.match(
         (await empty.textContent('[data-testid=no-flows]')) ?? '',
@@ -480,7 +487,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       ] as const) {
         const page = await browser.newPage({ viewport: { width, height } });
         pages.push({ page, width });
-        await signInTo(page, `${node.url}/acp/`, token);
+        await signInTo(page, consoleUrl(node.url), token);
         await page.waitForSelector('[data-testid=updated]');
         await page.click('nav a[href="#/flows"]');
         const clicks = 'table[aria-label=Flows] tr:has(button:text-is("live")) td[data-label=Clicks]';
@@ -505,6 +512,8 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
         await page.waitForSelector('[data-testid=stale]', { timeout: 15_000 });
         assert.match((await page.textContent('[data-testid=stale]')) ?? '', /^stale since \d\d:\d\d:\d\d$/);
         await page.waitForSelector('[data-testid=stale-banner]');
+        // It keeps asking, at the tab's interval (`?poll=1`).
+        assert.match((await page.textContent('[data-testid=stale-banner]')) ?? '', /Retrying every 1 s\.$/);
         // The leader badge is no longer green.
         assert.equal(await page.locator('header .badge.ok').count(), 0);
         await screenshot(page, `console-stale-${width}`);
@@ -530,7 +539,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       }
       await node.node.clickLog.persist();
       const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
-      await signInTo(page, `${node.url}/acp/#/clicks`, token);
+      await signInTo(page, consoleUrl(node.url, '#/clicks'), token);
       await page.waitForSelector('[data-testid=list-updated]');
       // Two polls of the list after its first page (its own update time, not the header's, which
       // moves with the metrics): each merges the last minute's clicks in. They were counted already
@@ -573,7 +582,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
       assert.equal(res.status, 302);
       await node.node.clickLog.persist();
       const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
-      await signInTo(page, `${node.url}/acp/`, token);
+      await signInTo(page, consoleUrl(node.url), token);
       await page.waitForSelector('section[aria-label="Cluster nodes"]');
       assert.equal(await page.locator('section[aria-label="Cluster nodes"] [data-testid=as-of]').count(), 0);
       await proxy.down();
@@ -648,7 +657,7 @@ describe('console: targeting rules, "Test a click" and reports in a browser', { 
         [390, 844, 'console-cluster-390'],
       ] as const) {
         const page = await browser.newPage({ viewport: { width, height } });
-        await signInTo(page, `${a.url}/acp/#/cluster`, token);
+        await signInTo(page, consoleUrl(a.url, '#/cluster'), token);
         for (const id of ['web-a', 'web-b'])
           await page.waitForSelector(
             `table[aria-label=Cluster] tr:has(code:text-is("${id}")) td[data-label=Figures]:text-is("live")`,

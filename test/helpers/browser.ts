@@ -5,6 +5,14 @@ import { type Browser, chromium, type Page } from 'playwright-core';
 /** Debian's Chromium (`apt-get install chromium`; `.ci/run` installs it), or `SLUICE_CHROMIUM`. */
 export const CHROMIUM = process.env.SLUICE_CHROMIUM ?? '/usr/bin/chromium';
 
+/**
+ * The console of the node at `base` (and the page `hash`, e.g. `#/flows`), polling every second
+ * (`?poll=1`, docs/console.md) instead of every 5 s: a test that waits for a poll waits a second.
+ */
+export function consoleUrl(base: string, hash = ''): string {
+  return `${base}/acp/?poll=1${hash}`;
+}
+
 /** Where screenshots go for a person to review (ignored by git). */
 export const RESULTS_DIR = join(import.meta.dirname, '..', '..', 'test-results');
 

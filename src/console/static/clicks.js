@@ -37,8 +37,8 @@ const newestFirst = (idOf) => (a, b) =>
 
 /**
  * A newest-first log list that stays live: the first page, older pages on "More" (keyset cursor),
- * and every 5 s the rows created since the newest shown (less an overlap for late writes) merged in
- * by id, so new rows appear on top without losing the older pages already loaded.
+ * and at every poll (`POLL_MS`) the rows created since the newest shown (less an overlap for late
+ * writes) merged in by id, so new rows appear on top without losing the older pages already loaded.
  */
 function useLiveLog(path, filter, idOf) {
   const [state, setState] = useState({ items: null, cursor: null, total: 0, capped: false });

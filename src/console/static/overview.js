@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
-import { AsOf, Card, fmt, Loading, Row, SortTable } from './ui.js';
+import { AsOf, Card, fmt, Loading, POLL_MS, Row, SortTable } from './ui.js';
 
 const COLOURS = ['#2563eb', '#dc2626', '#16a34a', '#d97706', '#7c3aed', '#0891b2'];
 
@@ -265,6 +265,6 @@ export function OverviewPage({ me, live }) {
       />
       <${Chart} title="p95 by route, last five minutes (busiest five)" series=${routes} data=${[xs, ...p95]} unit=" ms" />
     </div>
-    <p class="hint">Sampled every 5 s while this tab is open; the last 15 minutes are kept in the page.</p>
+    <p class="hint" data-testid="sampled">Sampled every ${POLL_MS / 1000} s while this tab is open; the last 15 minutes are kept in the page.</p>
   </section>`;
 }

@@ -25,7 +25,7 @@ export function ProceduresPage({ me }) {
   return html`<section aria-label="Operator procedures">
     <h2>Operator procedures</h2>
     <p class="hint">
-      Judged on this node every 5 s by the same rules as <code>sluice doctor</code>${' '}
+      Judged on this node every ${POLL_MS / 1000} s by the same rules as <code>sluice doctor</code>${' '}
       (task p95 level ${report.task_p95_ms} ms; change it on the Tasks page).${' '}
       Version audit across nodes: run <code>sluice doctor --urls …</code>.
     </p>

@@ -19,8 +19,17 @@ export async function copyText(node) {
   }
 }
 
-/** How often pages re-read what they show. */
-export const POLL_MS = 5000;
+/**
+ * How often pages re-read what they show: every 5 s, or every N s in a tab opened as
+ * `/acp/?poll=N` (whole seconds, 1–300; anything else keeps 5 s): a wall screen that wants 1 s, a
+ * slow link that wants 60. docs/console.md.
+ */
+export const POLL_MS = pollSeconds(new URLSearchParams(location.search).get('poll')) * 1000;
+
+function pollSeconds(asked) {
+  const n = asked !== null && /^\d{1,3}$/.test(asked) ? Number(asked) : 0;
+  return n >= 1 && n <= 300 ? n : 5;
+}
 
 /** An amount with two decimals at least and `digits` at most, and its currency when known. */
 const amount = (v, currency, digits) =>
