@@ -102,7 +102,8 @@ export async function overflowOf(page: Page, timeoutMs = 10_000): Promise<number
       const deadline = w.performance.now() + limit;
       const seen: LayoutSample[] = [];
       for (;;) {
-        // A frame first: observers of the last change are told during the frame's rendering.
+        // Frame callbacks run before the frame's layout and its ResizeObservers: a redraw that a
+        // resize causes shows from the next frame on, hence several frames alike.
         await frame();
         const now = sample();
         seen.push(now);
