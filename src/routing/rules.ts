@@ -1,11 +1,11 @@
-import { BlockList, isIP } from 'node:net';
 import type { ClickFacts, QueryLike } from '../clicks/index.ts';
 import { isCountryCode } from '../http/index.ts';
+import { compileIpRanges, type IpRanges, ipRangesMatch, ipValueProblem } from './ip-ranges.ts';
 
 /**
  * Stream targeting rules (§13): `filters.rules` of `{field, op: is|is_not, values}` joined by
  * `filters.logic` (and|or). Validated when written ({@link ruleProblems}), compiled once per flow
- * when it is cached ({@link compileRules}: sets, CIDR block lists, suffix lists, hour masks), and
+ * when it is cached ({@link compileRules}: sets, merged IP ranges, suffix lists, hour masks), and
  * matched per click without allocating ({@link rulesPass}).
  */
 
@@ -76,7 +76,7 @@ export interface Visitor {
 /** A rule ready for matching: one of these shapes by field, plus the op. */
 type Matcher =
   | { kind: 'set'; get: (v: Visitor) => string | null | undefined; set: ReadonlySet<string> }
-  | { kind: 'ip'; list: BlockList }
+  | { kind: 'ip'; ranges: IpRanges }
   | { kind: 'referrer'; exact: ReadonlySet<string>; suffixes: readonly string[] }
   | { kind: 'param'; name: string; set: ReadonlySet<string> }
   | { kind: 'weekday'; mask: number }
@@ -129,15 +129,8 @@ function compileRule(rule: Rule): CompiledRule {
   const param = PARAM_FIELD.exec(field);
   let matcher: Matcher;
   if (param !== null) matcher = { kind: 'param', name: param[1]!, set: new Set(strings) };
-  else if (field === 'ip') {
-    const list = new BlockList();
-    for (const cidr of strings) {
-      const [addr, bits] = cidr.split('/') as [string, string | undefined];
-      const family = isIP(addr) === 6 ? 'ipv6' : 'ipv4';
-      list.addSubnet(addr, bits === undefined ? (family === 'ipv6' ? 128 : 32) : Number(bits), family);
-    }
-    matcher = { kind: 'ip', list };
-  } else if (field === 'referrer_host') {
+  else if (field === 'ip') matcher = { kind: 'ip', ranges: compileIpRanges(strings) };
+  else if (field === 'referrer_host') {
     const exact = new Set<string>();
     const suffixes: string[] = [];
     for (const h of strings.map(lower)) {
@@ -178,11 +171,6 @@ function compileRule(rule: Rule): CompiledRule {
 export function compileRules(filters: StreamFilters, timezone: string): CompiledRules | undefined {
   if (!filters.rules?.length) return undefined;
   return { any: filters.logic === 'or', rules: filters.rules.map(compileRule), timezone };
-}
-
-/** `::ffff:1.2.3.4` (an IPv4 client on a dual-stack socket) as the IPv4 address it is. */
-function plainAddress(a: string): string {
-  return a.startsWith('::ffff:') && a.indexOf('.') !== -1 ? a.slice(7) : a;
 }
 
 /** Local time of a minute in a zone: weekday (0 = Sunday), hour, and the day as `YYYY-MM-DD`. */
@@ -244,12 +232,8 @@ function matches(m: Matcher, v: Visitor, timezone: string): boolean | undefined 
       const x = m.get(v);
       return x === null || x === undefined ? undefined : m.set.has(x);
     }
-    case 'ip': {
-      if (v.client === undefined) return undefined;
-      const a = plainAddress(v.client);
-      const family = isIP(a);
-      return family === 0 ? undefined : m.list.check(a, family === 6 ? 'ipv6' : 'ipv4');
-    }
+    case 'ip':
+      return v.client === undefined ? undefined : ipRangesMatch(m.ranges, v.client);
     case 'referrer': {
       const h = v.facts.referrer_host;
       if (h === null) return undefined;
@@ -302,19 +286,6 @@ interface Problem {
   message: string;
 }
 
-const CIDR_V4 = /^(\d{1,3}\.){3}\d{1,3}(\/\d{1,2})?$/;
-
-function cidrProblem(value: string): string | undefined {
-  const [addr, bits, extra] = value.split('/');
-  const family = isIP(addr ?? '');
-  if (family === 0 || extra !== undefined) return 'is not an IPv4 or IPv6 address or CIDR block';
-  if (family === 4 && !CIDR_V4.test(value)) return 'is not an IPv4 or IPv6 address or CIDR block';
-  if (bits === undefined) return undefined;
-  const n = Number(bits);
-  const max = family === 4 ? 32 : 128;
-  return /^\d{1,3}$/.test(bits) && n <= max ? undefined : `has a prefix length outside 0–${max}`;
-}
-
 const HOST = /^(\*\.)?([a-z0-9-]{1,63}\.)*[a-z0-9-]{1,63}$/i;
 
 /** Every problem with a stream's rules and logic, each naming the rule, field and value (§13). */
@@ -350,7 +321,7 @@ export function ruleProblems(filters: StreamFilters | undefined, base = '/filter
       else if (field === 'language' && !/^[a-z]{2,3}$/i.test(value))
         say('is not a primary language subtag (e.g. de, en)');
       else if (field === 'ip') {
-        const p = cidrProblem(value);
+        const p = ipValueProblem(value);
         if (p !== undefined) say(p);
       } else if (field === 'referrer_host' && !HOST.test(value)) say('is not a host name or *.suffix');
       else if (field === 'weekday' && !(WEEKDAYS as readonly string[]).includes(lower(value)))
