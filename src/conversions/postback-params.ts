@@ -6,7 +6,7 @@ import {
   isCurrency,
 } from '../storage/index.ts';
 
-/** A postback's values, checked: what §12 says a conversion is made of. */
+/** A postback's values, checked: what a conversion is made of (docs/clicks.md#postbacks). */
 export interface Postback {
   click_id: string;
   status: ConversionStatus;
@@ -42,7 +42,20 @@ function single(raw: unknown): string | number | boolean | undefined | null {
   return null;
 }
 
+/**
+ * A JSON `null` (or `[]`, or `[null]`) for a parameter: refused rather than read as absent, where a
+ * default would stand in for it (`"status": null` was a sale). A network that means "none" leaves
+ * the parameter out or sends it empty.
+ */
+function isNull(raw: unknown): boolean {
+  return raw === null || (Array.isArray(raw) && (raw.length === 0 || raw[0] === null));
+}
+
 function text(raw: unknown, param: string, problems: Problem[]): string | undefined {
+  if (isNull(raw)) {
+    problems.push({ param, message: 'must not be null; leave it out (or send it empty) for its default' });
+    return undefined;
+  }
   const v = single(raw);
   if (v === undefined) return undefined;
   if (v === null || typeof v === 'boolean') {

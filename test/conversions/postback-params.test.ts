@@ -103,6 +103,28 @@ describe('postback parameters (§12)', () => {
     assert.match(problems({}, { click_id: { $ne: 1 } })['/click_id'] ?? '', /string/);
   });
 
+  test('a JSON null is refused for every parameter, not read as absent (`"status": null` was a sale)', () => {
+    for (const param of ['click_id', 'status', 'payout', 'currency', 'txid']) {
+      for (const value of [null, [null], []]) {
+        const body = { click_id: 'c', [param]: value };
+        assert.match(
+          problems({}, body)[`/${param}`] ?? '(accepted)',
+          /must not be null/,
+          `${param}: ${JSON.stringify(value)}`,
+        );
+      }
+    }
+    // Not even when the query string names it: the body's null is what was sent.
+    assert.match(
+      problems({ status: 'lead' }, { click_id: 'c', status: null })['/status'] ?? '',
+      /must not be null/,
+    );
+    // Left out or empty, a parameter takes its default.
+    assert.equal(parsePostback({}, { click_id: 'c', status: '' }).status, 'sale');
+    // A null key is no key (the caller is then refused 401 where one is required).
+    assert.equal(postbackKey({}, { key: null }), undefined);
+  });
+
   test('the key is compared with its configured SHA-256, in any case of hex; none sent or another is refused', async () => {
     const hash = createHash('sha256').update('s3cret').digest('hex');
     // A configured key never reads the database: a store that throws shows it.
