@@ -1,8 +1,15 @@
 import type { ClickFacts, QueryLike } from '../clicks/index.ts';
 import type { BotAction, FlowRecord, RedirectMode, StreamRecord } from '../storage/index.ts';
-import { canonicalTimeZone } from '../time/index.ts';
+import { canonicalTimeZone, type TimeSlice } from '../time/index.ts';
 import type { StreamCap } from './daily-caps.ts';
-import { acceptsBots, type CompiledRules, compileRules, rulesPass, type Visitor } from './rules.ts';
+import {
+  acceptsBots,
+  type CompiledRules,
+  compileRules,
+  compileRulesSliced,
+  rulesPass,
+  type Visitor,
+} from './rules.ts';
 import { MACROS, type Macro, normaliseTargetUrl, PARAM_MACRO } from './validation.ts';
 
 /**
@@ -130,10 +137,15 @@ const NONE_REFUSED: CompiledFlow['refused'] = Object.freeze([]);
 export type CapOf = (streamId: string, cap: number, timezone: string) => StreamCap | undefined;
 const NO_CAPS: CapOf = () => undefined;
 
+/**
+ * A flow ready for the hot path, in one synchronous step. `rulesOf` holds rules already compiled
+ * by stream id ({@link compileFlowSliced}); a stream not in it has its rules compiled here.
+ */
 export function compileFlow(
   flow: FlowRecord,
   streams: readonly StreamRecord[],
   capOf: CapOf = NO_CAPS,
+  rulesOf?: ReadonlyMap<string, CompiledRules | undefined>,
 ): CompiledFlow {
   const active = streams.filter((s) => s.status === 'active').sort(byPosition);
   // Normalised again here, not trusted as stored: rows from before the write-time check may hold
@@ -157,7 +169,7 @@ export function compileFlow(
       weight: s.weight,
       redirectCode: s.redirect_code,
       mode: s.redirect_mode,
-      rules: compileRules(s.filters, timezone),
+      rules: rulesOf?.has(s.id) ? rulesOf.get(s.id) : compileRules(s.filters, timezone),
       acceptsBots: acceptsBots(s.filters),
       cap: capOf(s.id, s.daily_cap, timezone),
       include: countrySet(s.filters.countries_include),
@@ -184,6 +196,25 @@ export function compileFlow(
     fallback: ofType('default'),
     refused: refused.length > 0 ? refused : NONE_REFUSED,
   };
+}
+
+/**
+ * {@link compileFlow} with its streams' rules compiled a rule at a time, pausing on `slice` between
+ * them: a flow at its limits (docs/routing.md#limits), or one stored past them, never holds the
+ * event loop for longer than one rule takes.
+ */
+export async function compileFlowSliced(
+  flow: FlowRecord,
+  streams: readonly StreamRecord[],
+  capOf: CapOf,
+  slice: TimeSlice,
+): Promise<CompiledFlow> {
+  const timezone = canonicalTimeZone(flow.timezone) ?? 'UTC';
+  const rules = new Map<string, CompiledRules | undefined>();
+  for (const s of streams)
+    if (s.status === 'active') rules.set(s.id, await compileRulesSliced(s.filters, timezone, slice));
+  await slice.pause();
+  return compileFlow(flow, streams, capOf, rules);
 }
 
 /** Why a stream does not take a click, for the simulator's trace (§16); undefined: it does. */

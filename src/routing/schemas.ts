@@ -1,12 +1,13 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { Text } from '../config/index.ts';
 import { FLOW_SORT_KEYS, ID_PATTERN, INT4_MAX, STREAM_SORT_KEYS } from '../storage/index.ts';
+import { FLOW_LIMITS } from './limits.ts';
 import { SLUG_PATTERN } from './validation.ts';
 
 /**
- * ACP body schemas for flows and streams (§4, §8). Types and ranges are checked here, by fastify
- * before the handler runs; what JSON Schema cannot say (URL macros, country codes) is checked by
- * the service. Every value is one both backends store: text without control characters (U+0000
+ * ACP body schemas for flows and streams (docs/routing.md). Types, ranges and the sizes of lists
+ * ({@link FLOW_LIMITS}) are checked here, by fastify before the handler runs; what JSON Schema
+ * cannot say (URL macros, country codes, the limits of a whole flow) is checked by the service. Every value is one both backends store: text without control characters (U+0000
  * would fail on PostgreSQL only), integers within the int4 columns they go to.
  */
 const lit = <T extends string | number>(values: readonly T[]) =>
@@ -33,17 +34,17 @@ const Weight = Type.Integer({ minimum: 0, maximum: 10_000 });
 /** Two letters in either case (upper-cased when stored, as `cf-ipcountry: de` is read); assigned codes only, checked by the service. */
 const Countries = Type.Array(
   Type.String({ pattern: '^[A-Za-z]{2}$', description: 'a two-letter ISO 3166-1 country code (e.g. DE)' }),
-  { maxItems: 300 },
+  { maxItems: FLOW_LIMITS.countriesPerList },
 );
-/** A rule (§13); each value's meaning depends on the field and is checked by the service (rules.ts). */
+/** A rule (docs/routing.md#rules); each value's meaning depends on the field and is checked by the service (rules.ts). */
 const Rule = Type.Object(
   {
     field: Type.String({ minLength: 1, maxLength: 80 }),
     op: lit(['is', 'is_not'] as const),
-    values: Type.Array(Type.Union([Text({ minLength: 1, maxLength: 256 }), Type.Boolean()]), {
-      minItems: 1,
-      maxItems: 1000,
-    }),
+    values: Type.Array(
+      Type.Union([Text({ minLength: 1, maxLength: FLOW_LIMITS.valueLength }), Type.Boolean()]),
+      { minItems: 1, maxItems: FLOW_LIMITS.valuesPerRule },
+    ),
   },
   { additionalProperties: false },
 );
@@ -52,7 +53,7 @@ const Filters = Type.Object(
     countries_include: Type.Optional(Countries),
     countries_exclude: Type.Optional(Countries),
     logic: Type.Optional(lit(['and', 'or'] as const)),
-    rules: Type.Optional(Type.Array(Rule, { maxItems: 50 })),
+    rules: Type.Optional(Type.Array(Rule, { maxItems: FLOW_LIMITS.rulesPerStream })),
   },
   { additionalProperties: false },
 );
@@ -72,7 +73,7 @@ const Currency = Type.String({
   pattern: '^[A-Z]{3}$',
   description: 'an ISO 4217 currency code in capitals (e.g. USD, EUR)',
 });
-const TargetUrl = Text({ minLength: 1, maxLength: 2048 });
+const TargetUrl = Text({ minLength: 1, maxLength: FLOW_LIMITS.targetUrlLength });
 const Order = lit(['asc', 'desc'] as const);
 /** `limit` of every keyset-paged ACP list (§4): 50 unless given, at most 500. */
 export const PageLimit = Type.Integer({ minimum: 1, maximum: 500, default: 50 });

@@ -18,11 +18,12 @@ import {
   retryUntil,
   systemClock,
   TIME_ZONE_EXPECTED,
-  type TimeSlice,
+  TimeSlice,
 } from '../time/index.ts';
 import { ClickCounters } from './click-counters.ts';
-import { type CompiledFlow, compileFlow } from './compiled-flow.ts';
+import { type CompiledFlow, compileFlowSliced } from './compiled-flow.ts';
 import { DailyCaps } from './daily-caps.ts';
+import { count, FLOW_LIMITS, ruleValueCount } from './limits.ts';
 import { type LoadedChunk, RoutingCache } from './routing-cache.ts';
 import { normaliseFilters, ruleProblems } from './rules.ts';
 import type { FlowCreate, FlowList, FlowUpdate, StreamCreate, StreamList, StreamUpdate } from './schemas.ts';
@@ -109,6 +110,8 @@ export class RoutingService {
   #serial: Promise<unknown> = Promise.resolve();
   /** Slugs of compiled active flows without an active default stream (see FlowsSection). */
   readonly #noDefault = new Set<string>();
+  /** Per flow, the last write to its streams that checks the flow's limits ({@link #flowWrite}). */
+  readonly #flowWrites = new Map<string, Promise<void>>();
 
   constructor(opts: RoutingOptions) {
     this.#storage = opts.storage;
@@ -134,7 +137,7 @@ export class RoutingService {
   async #load(slug: string): Promise<CompiledFlow | undefined> {
     const flow = await this.#storage.flows.getBySlug(slug);
     if (flow === undefined) return undefined;
-    const compiled = this.#compile(flow, await this.#storage.streams.ofFlow(flow.id));
+    const compiled = await this.#compile(flow, await this.#storage.streams.ofFlow(flow.id), new TimeSlice());
     await this.#loadCaps();
     return compiled;
   }
@@ -172,15 +175,21 @@ export class RoutingService {
         continue;
       }
       await slice.pause();
-      out.set(flow.slug, this.#compile(flow, rows));
+      out.set(flow.slug, await this.#compile(flow, rows, slice));
     }
     await this.#loadCaps();
     return { flows: out, rows: streams.length };
   }
 
-  #compile(flow: FlowRecord, streams: readonly StreamRecord[]): CompiledFlow {
+  /** A flow compiled a rule at a time, pausing on `slice` (a flow at its limits takes tens of ms). */
+  async #compile(
+    flow: FlowRecord,
+    streams: readonly StreamRecord[],
+    slice: TimeSlice,
+  ): Promise<CompiledFlow> {
     const slug = flow.slug;
-    const compiled = compileFlow(flow, streams, (id, cap, tz) => this.caps.of(id, cap, tz));
+    const capOf = (id: string, cap: number, tz: string) => this.caps.of(id, cap, tz);
+    const compiled = await compileFlowSliced(flow, streams, capOf, slice);
     this.#sources.set(compiled, sourceOf(flow, streams));
     if (compiled.active && compiled.fallback.length === 0) this.#noDefault.add(slug);
     else this.#noDefault.delete(slug);
@@ -403,18 +412,28 @@ export class RoutingService {
     const filters = normaliseFilters(given);
     const flow = await this.#storage.flows.get(body.flow_id);
     if (flow === undefined) throw notFound('traffic flow', '/flow_id');
-    const stream = await this.#storage.streams.create({
-      flow_id: body.flow_id,
-      name: body.name,
-      type: body.type,
-      position: body.position ?? 0,
-      weight: body.weight ?? 100,
-      status: body.status ?? 'active',
-      filters,
-      target_url: target.url,
-      redirect_code: body.redirect_code ?? 302,
-      redirect_mode: body.redirect_mode ?? 'http',
-      daily_cap: body.daily_cap ?? 0,
+    const stream = await this.#flowWrite(flow.id, async (others) => {
+      if (others.length >= FLOW_LIMITS.streamsPerFlow)
+        rejectIf([
+          {
+            path: '/flow_id',
+            message: `the flow has ${count(others.length)} streams, the most a flow may hold (docs/routing.md#limits); delete one first`,
+          },
+        ]);
+      rejectIf(flowValueProblems(others, filters));
+      return this.#storage.streams.create({
+        flow_id: body.flow_id,
+        name: body.name,
+        type: body.type,
+        position: body.position ?? 0,
+        weight: body.weight ?? 100,
+        status: body.status ?? 'active',
+        filters,
+        target_url: target.url,
+        redirect_code: body.redirect_code ?? 302,
+        redirect_mode: body.redirect_mode ?? 'http',
+        daily_cap: body.daily_cap ?? 0,
+      });
     });
     await this.#changed(flow.slug);
     return stream;
@@ -431,10 +450,50 @@ export class RoutingService {
     ]);
     if (changes.filters !== undefined) changes.filters = normaliseFilters(changes.filters);
     if (target !== undefined) changes.target_url = target.url;
-    const after = await this.#storage.streams.update(id, changes, version);
+    const update = () => this.#storage.streams.update(id, changes, version);
+    let after: StreamRecord | undefined;
+    const filters = changes.filters;
+    if (filters === undefined) after = await update();
+    else {
+      // New rules count against the flow's limit with its other streams' (this one's old ones out).
+      const before = await this.#storage.streams.get(id);
+      after =
+        before &&
+        (await this.#flowWrite(before.flow_id, async (streams) => {
+          rejectIf(
+            flowValueProblems(
+              streams.filter((s) => s.id !== id),
+              filters,
+              ruleValueCount(streams.find((s) => s.id === id)?.filters),
+            ),
+          );
+          return update();
+        }));
+    }
     if (after === undefined) throw this.#staleOrGone('stream', await this.#storage.streams.get(id), version);
     await this.#changedFlowOf(after.flow_id);
     return this.#streamView(after);
+  }
+
+  /**
+   * A write to a flow's streams that its limits must hold after: given the flow's streams as they
+   * are, one at a time per flow on this node, so that two writes at once cannot both pass the
+   * check on the same count. (Writes through two nodes at once can still each pass; the compile
+   * yields between rules, so a flow past its limits costs memory, never a stalled node.)
+   */
+  #flowWrite<T>(flowId: string, write: (streams: StreamRecord[]) => Promise<T>): Promise<T> {
+    const run = (this.#flowWrites.get(flowId) ?? Promise.resolve()).then(async () =>
+      write(await this.#storage.streams.ofFlow(flowId)),
+    );
+    const settled = run.then(
+      () => {},
+      () => {},
+    );
+    this.#flowWrites.set(flowId, settled);
+    void settled.then(() => {
+      if (this.#flowWrites.get(flowId) === settled) this.#flowWrites.delete(flowId);
+    });
+    return run;
   }
 
   async deleteStream(id: string): Promise<StreamRecord> {
@@ -554,6 +613,28 @@ function flowProblems(f: {
       message: `"${f.currency}" is not an ISO 4217 currency code (e.g. USD, EUR)`,
     });
   return out;
+}
+
+/**
+ * A stream's new filters against the flow's limit of rule values, beside its other streams'
+ * (`replaced`: the values of the filters they replace). A write that adds nothing is taken even
+ * on a flow stored past the limit, so that it can be brought back under.
+ */
+function flowValueProblems(
+  others: readonly StreamRecord[],
+  filters: StreamRecord['filters'],
+  replaced = 0,
+): { path: string; message: string }[] {
+  const added = ruleValueCount(filters);
+  let total = added;
+  for (const s of others) total += ruleValueCount(s.filters);
+  if (total <= FLOW_LIMITS.ruleValuesPerFlow || added <= replaced) return [];
+  return [
+    {
+      path: '/filters/rules',
+      message: `the flow's streams would hold ${count(total)} rule values, more than the ${count(FLOW_LIMITS.ruleValuesPerFlow)} a flow may hold (docs/routing.md#limits)`,
+    },
+  ];
 }
 
 function notFound(what: string, path = '/id'): ApiError {

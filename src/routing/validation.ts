@@ -1,5 +1,6 @@
 import { ApiError } from '../errors/index.ts';
 import { isCountryCode } from '../http/index.ts';
+import { FLOW_LIMITS } from './limits.ts';
 
 /** Macros a stream's target_url may hold (§8, §14), besides `{param:NAME}` ({@link PARAM_MACRO}). */
 export const MACROS = [
@@ -34,7 +35,7 @@ const isMacro = (name: string) => (MACROS as readonly string[]).includes(name) |
 
 export const SLUG_PATTERN = '^[a-z0-9][a-z0-9-]{0,63}$';
 export const SLUG = new RegExp(SLUG_PATTERN);
-const MAX_URL = 2048;
+const MAX_URL = FLOW_LIMITS.targetUrlLength;
 
 interface FieldProblem {
   path: string;
