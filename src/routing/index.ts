@@ -12,6 +12,7 @@ export {
 } from './compiled-flow.ts';
 export { seedDemo } from './demo.ts';
 export { redirectPage, registerGoRoute } from './go-route.ts';
+export { FLOW_LIMITS } from './limits.ts';
 export { type CacheSection, RoutingCache } from './routing-cache.ts';
 export {
   acceptsBots,

@@ -308,47 +308,83 @@ interface Problem {
 
 const HOST = /^(\*\.)?([a-z0-9-]{1,63}\.)*[a-z0-9-]{1,63}$/i;
 
-/** Every problem with a stream's rules and logic, each naming the rule, field and value (§13). */
+/** What is wrong with one value of a rule on a known field; undefined when nothing is. */
+function valueProblem(field: string, value: string | boolean): string | undefined {
+  if (field === 'is_unique' || field === 'is_bot')
+    return typeof value === 'boolean' ? undefined : `is not a boolean; ${field} takes true or false`;
+  if (typeof value !== 'string') return `is not a string; ${field} takes strings`;
+  switch (field) {
+    case 'ip':
+      return ipValueProblem(value);
+    case 'country':
+      return isCountryCode(value.toUpperCase())
+        ? undefined
+        : 'is not an ISO 3166-1 alpha-2 country code (e.g. DE)';
+    case 'device_type':
+      return (DEVICE_TYPES as readonly string[]).includes(lower(value))
+        ? undefined
+        : `is not a device type; expected one of ${DEVICE_TYPES.join(', ')}`;
+    case 'language':
+      return /^[a-z]{2,3}$/i.test(value) ? undefined : 'is not a primary language subtag (e.g. de, en)';
+    case 'referrer_host':
+      return HOST.test(value) ? undefined : 'is not a host name or *.suffix';
+    case 'weekday':
+      return (WEEKDAYS as readonly string[]).includes(lower(value))
+        ? undefined
+        : 'is not a weekday; expected one of mon, tue, wed, thu, fri, sat, sun';
+    case 'hour':
+      return hourMask(value) === undefined
+        ? 'is not an hour range; expected "H" or "H-H" with hours 0–23, e.g. "9-17" or "22-3"'
+        : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** The problems of one rule (at `at`), added to `out`. */
+function problemsOfRule(rule: Rule, at: string, out: Problem[]): void {
+  const field = rule.field;
+  const known = (RULE_FIELDS as readonly string[]).includes(field) || PARAM_FIELD.test(field);
+  if (!known) {
+    out.push({
+      path: `${at}/field`,
+      message: `"${field}" is not a rule field; expected one of ${RULE_FIELDS.join(', ')} or param:NAME`,
+    });
+    return;
+  }
+  const values = rule.values;
+  for (let j = 0; j < values.length; j++) {
+    const problem = valueProblem(field, values[j]!);
+    if (problem !== undefined)
+      out.push({ path: `${at}/values/${j}`, message: `${JSON.stringify(values[j])} ${problem}` });
+  }
+}
+
+/**
+ * Every problem with a stream's rules, each naming the rule, field and value
+ * (docs/routing.md#rules).
+ */
 export function ruleProblems(filters: StreamFilters | undefined, base = '/filters'): Problem[] {
   const out: Problem[] = [];
-  for (const [i, rule] of (filters?.rules ?? []).entries()) {
-    const at = `${base}/rules/${i}`;
-    const field = rule.field;
-    const known = (RULE_FIELDS as readonly string[]).includes(field) || PARAM_FIELD.test(field);
-    if (!known) {
-      out.push({
-        path: `${at}/field`,
-        message: `"${field}" is not a rule field; expected one of ${RULE_FIELDS.join(', ')} or param:NAME`,
-      });
-      continue;
-    }
-    const bool = field === 'is_unique' || field === 'is_bot';
-    for (const [j, value] of rule.values.entries()) {
-      const vp = `${at}/values/${j}`;
-      const say = (message: string) => out.push({ path: vp, message: `${JSON.stringify(value)} ${message}` });
-      if (bool) {
-        if (typeof value !== 'boolean') say(`is not a boolean; ${field} takes true or false`);
-        continue;
-      }
-      if (typeof value !== 'string') {
-        say(`is not a string; ${field} takes strings`);
-        continue;
-      }
-      if (field === 'country' && !isCountryCode(value.toUpperCase()))
-        say('is not an ISO 3166-1 alpha-2 country code (e.g. DE)');
-      else if (field === 'device_type' && !(DEVICE_TYPES as readonly string[]).includes(lower(value)))
-        say(`is not a device type; expected one of ${DEVICE_TYPES.join(', ')}`);
-      else if (field === 'language' && !/^[a-z]{2,3}$/i.test(value))
-        say('is not a primary language subtag (e.g. de, en)');
-      else if (field === 'ip') {
-        const p = ipValueProblem(value);
-        if (p !== undefined) say(p);
-      } else if (field === 'referrer_host' && !HOST.test(value)) say('is not a host name or *.suffix');
-      else if (field === 'weekday' && !(WEEKDAYS as readonly string[]).includes(lower(value)))
-        say('is not a weekday; expected one of mon, tue, wed, thu, fri, sat, sun');
-      else if (field === 'hour' && hourMask(value) === undefined)
-        say('is not an hour range; expected "H" or "H-H" with hours 0–23, e.g. "9-17" or "22-3"');
-    }
+  const rules = filters?.rules ?? [];
+  for (let i = 0; i < rules.length; i++) problemsOfRule(rules[i]!, `${base}/rules/${i}`, out);
+  return out;
+}
+
+/**
+ * {@link ruleProblems} pausing on `slice` before each rule: a stream of 50 rules of 1,000 values
+ * is checked in pieces of under a millisecond, not in one stretch of tens of milliseconds.
+ */
+export async function ruleProblemsSliced(
+  filters: StreamFilters | undefined,
+  slice: TimeSlice,
+  base = '/filters',
+): Promise<Problem[]> {
+  const out: Problem[] = [];
+  const rules = filters?.rules ?? [];
+  for (let i = 0; i < rules.length; i++) {
+    await slice.pause();
+    problemsOfRule(rules[i]!, `${base}/rules/${i}`, out);
   }
   return out;
 }

@@ -25,7 +25,7 @@ import { type CompiledFlow, compileFlowSliced } from './compiled-flow.ts';
 import { DailyCaps } from './daily-caps.ts';
 import { count, FLOW_LIMITS, ruleValueCount } from './limits.ts';
 import { type LoadedChunk, RoutingCache } from './routing-cache.ts';
-import { normaliseFilters, ruleProblems } from './rules.ts';
+import { normaliseFilters, ruleProblemsSliced } from './rules.ts';
 import type { FlowCreate, FlowList, FlowUpdate, StreamCreate, StreamList, StreamUpdate } from './schemas.ts';
 import { SlugMisses } from './slug-misses.ts';
 import { countryListProblems, rejectIf, targetUrlField } from './validation.ts';
@@ -407,7 +407,7 @@ export class RoutingService {
       ...target.problems,
       ...countryListProblems(given.countries_include, '/filters/countries_include'),
       ...countryListProblems(given.countries_exclude, '/filters/countries_exclude'),
-      ...ruleProblems(given),
+      ...(await ruleProblemsSliced(given, new TimeSlice())),
     ]);
     const filters = normaliseFilters(given);
     const flow = await this.#storage.flows.get(body.flow_id);
@@ -446,7 +446,7 @@ export class RoutingService {
       ...(target?.problems ?? []),
       ...countryListProblems(changes.filters?.countries_include, '/filters/countries_include'),
       ...countryListProblems(changes.filters?.countries_exclude, '/filters/countries_exclude'),
-      ...ruleProblems(changes.filters),
+      ...(await ruleProblemsSliced(changes.filters, new TimeSlice())),
     ]);
     if (changes.filters !== undefined) changes.filters = normaliseFilters(changes.filters);
     if (target !== undefined) changes.target_url = target.url;

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import type { TObject, TSchema } from '@sinclair/typebox';
 import {
+  FLOW_LIMITS,
   FlowCreateBody,
   FlowListBody,
   FlowUpdateBody,
@@ -83,5 +84,23 @@ test("the defaults docs/routing.md gives a create are the schemas'", () => {
       const shown = typeof d === 'object' ? JSON.stringify(d) : String(d);
       assert.ok(said(`\`${key}: ${shown}\``), `${what} ${key}: ${shown}`);
     }
+  }
+});
+
+test("docs/routing.md's table of limits gives each of FLOW_LIMITS", () => {
+  const rows: Record<keyof typeof FLOW_LIMITS, string> = {
+    streamsPerFlow: '| streams in a flow',
+    rulesPerStream: "| rules in a stream's",
+    valuesPerRule: '| values in one rule',
+    ruleValuesPerFlow: '| rule values across every stream',
+    valueLength: '| characters of a rule value',
+    countriesPerList: '| codes in `countries_include`',
+    targetUrlLength: '| characters of a `target_url`',
+  };
+  for (const [key, start] of Object.entries(rows)) {
+    const row = DOC.split('\n').find((l) => l.startsWith(start));
+    assert.ok(row, `a row for ${key}`);
+    const limit = FLOW_LIMITS[key as keyof typeof FLOW_LIMITS].toLocaleString('en-US');
+    assert.match(row, new RegExp(`\\| ${limit}( each)? \\|`), key);
   }
 });
