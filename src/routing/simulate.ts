@@ -97,8 +97,16 @@ const localOf = (at: number, timezone: string) => {
   return { timezone, weekday: WEEKDAYS[t.weekday]!, hour: t.hour };
 };
 
-const describeRule = (r: CompiledRule, i: number) =>
-  `rule ${i + 1} (${r.field} ${r.negate ? 'is not' : 'is'} ${JSON.stringify(r.source.values)})`;
+/** Values a rule's description names; a longer list (an `ip` rule's 1,000 blocks) is cut after them. */
+const VALUES_SHOWN = 10;
+const describeRule = (r: CompiledRule, i: number) => {
+  const values = r.source.values;
+  const shown =
+    values.length <= VALUES_SHOWN
+      ? JSON.stringify(values)
+      : `${JSON.stringify(values.slice(0, VALUES_SHOWN)).slice(0, -1)}, … ${values.length - VALUES_SHOWN} more]`;
+  return `rule ${i + 1} (${r.field} ${r.negate ? 'is not' : 'is'} ${shown})`;
+};
 
 /**
  * The routing decision of `/go/:slug` for a described click, explained stream by stream and rule

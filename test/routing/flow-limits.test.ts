@@ -100,6 +100,19 @@ for (const backend of BACKENDS) {
         assert.equal(res.headers.get('location'), expected, dotted(c));
       }
 
+      // The simulator names a long rule's first values, not its thousand.
+      const sim = await call<{ trace: { name: string; reason: string }[] }>('/acp/routing/simulate', {
+        slug: 'lim-ips',
+        ip: '0.0.0.1',
+        user_agent: 'Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0',
+      });
+      const reason = sim.trace[0]!.reason;
+      assert.match(
+        reason,
+        /^rules \(or\) fail — rule 1 \(ip is \["[^"]+"(,"[^"]+"){9}, … 990 more\]\): fail; rule 2/,
+      );
+      assert.ok(reason.length < 30_000, `${reason.length} characters`);
+
       // The flow holds 100,000 rule values: one more, in a new stream or an old one, is refused.
       const limit =
         /the flow's streams would hold 100,001 rule values, more than the 100,000 a flow may hold/;

@@ -59,6 +59,23 @@ describe('targeting rules (§13)', () => {
     assert.equal(takes([isNot('ip', '10.0.0.0/8')], visitor(undefined, { client: '10.1.2.3' })), false);
   });
 
+  test('referrer_host: a long list of *.suffix values matches as a short one does', () => {
+    const many = Array.from({ length: 40 }, (_, i) => `*.site${i}.test`);
+    const from = (h: string | null) => visitor(undefined, { facts: { referrer_host: h } });
+    for (const rules of [
+      [is('referrer_host', ...many, '*.example.com')],
+      [is('referrer_host', '*.example.com')],
+    ]) {
+      assert.equal(takes(rules, from('a.b.example.com')), true);
+      assert.equal(takes(rules, from('example.com')), true);
+      assert.equal(takes(rules, from('badexample.com')), false);
+      assert.equal(takes(rules, from('example.com.evil.test')), false);
+      assert.equal(takes(rules, from('com')), false);
+    }
+    assert.equal(takes([is('referrer_host', ...many)], from('x.site39.test')), true);
+    assert.equal(takes([is('referrer_host', ...many)], from('site40.test')), false);
+  });
+
   test('referrer_host: exact hosts and *.suffix (which takes the bare domain too)', () => {
     const rules = [is('referrer_host', '*.example.com', 'news.test')];
     const from = (h: string | null) => visitor(undefined, { facts: { referrer_host: h } });
