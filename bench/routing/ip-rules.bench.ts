@@ -1,5 +1,5 @@
 /**
- * A flow with many `ip` rule values (§13 targeting; docs/routing.md#limits): how long compiling it
+ * A flow with many `ip` rule values (docs/routing.md#rules, #limits): how long compiling it
  * holds the event loop, what the compiled flow keeps in memory, and what one click's decision
  * costs against it. The CIDRs are random (seeded): four in five IPv4 (prefixes /8–/32, most of
  * them /16–/24, as datacenter lists are), one in five IPv6 (/16–/128), 1,000 per rule and 50

@@ -4,7 +4,7 @@ import type { TimeSlice } from '../time/index.ts';
 import { compileIpRanges, type IpRanges, ipRangesMatch, ipValueProblem } from './ip-ranges.ts';
 
 /**
- * Stream targeting rules (§13): `filters.rules` of `{field, op: is|is_not, values}` joined by
+ * Stream targeting rules (docs/routing.md#rules): `filters.rules` of `{field, op: is|is_not, values}` joined by
  * `filters.logic` (and|or). Validated when written ({@link ruleProblems}), compiled once per flow
  * when it is cached ({@link compileRules}: sets, merged IP ranges, suffix lists, hour masks), and
  * matched per click without allocating ({@link rulesPass}).
@@ -261,7 +261,7 @@ export function localTime(at: number, timezone: string): LocalTime {
 /**
  * Whether one rule's field matches (before `is_not` is applied); `undefined` when the click has no
  * value for the field (no country, no language, no such parameter): such a rule fails `is` and
- * passes `is_not` (§13).
+ * passes `is_not` (docs/routing.md#rules).
  */
 function matches(m: Matcher, v: Visitor, timezone: string): boolean | undefined {
   switch (m.kind) {

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { compileFlowSliced } from '../../src/routing/compiled-flow.ts';
 import { buildTarget, compileFlow, decide } from '../../src/routing/index.ts';
+import type { TimeSlice } from '../../src/time/index.ts';
 import { seeded } from '../helpers/random.ts';
 import { flowRecord, macroValues, streamRecord, visitor } from '../helpers/records.ts';
 
@@ -172,5 +174,48 @@ describe('target URL macros', () => {
       buildTarget(s, macroValues({ country: 'DE', request_id: '.evil.net' })),
       'https://xn--r8jz45g.jp/%E3%83%91%E3%82%B9?r=.evil.net',
     );
+  });
+});
+
+describe('compiling a flow a rule at a time (docs/routing.md#rules)', () => {
+  test('pauses before every rule of every active stream, and decides as the one-step compile does', async () => {
+    let pauses = 0;
+    const slice = {
+      pause: async () => {
+        pauses++;
+      },
+    } as unknown as TimeSlice;
+    const ip = (values: string[]) => ({ field: 'ip', op: 'is' as const, values });
+    const streams = [
+      stream({
+        id: 'a',
+        position: 0,
+        filters: { logic: 'or', rules: [ip(['10.0.0.0/8']), ip(['2001:db8::/32'])] },
+      }),
+      stream({
+        id: 'b',
+        position: 1,
+        filters: { rules: [ip(['192.0.2.0/24']), ip(['0.0.0.0/0']), ip(['::/0'])] },
+      }),
+      stream({ id: 'paused', position: 2, status: 'paused', filters: { rules: [ip(['0.0.0.0/0'])] } }),
+      stream({ id: 'def', type: 'default' }),
+    ];
+    const sliced = await compileFlowSliced(flow(), streams, () => undefined, slice);
+    assert.ok(pauses >= 5, `${pauses} pauses for the 5 rules of active streams`);
+    const whole = compileFlow(flow(), streams);
+    for (const client of [
+      '10.1.2.3',
+      '2001:db8::9',
+      '192.0.2.7',
+      '198.51.100.1',
+      '::ffff:10.0.0.1',
+      'fe80::1',
+    ])
+      assert.equal(
+        decide(sliced, visitor('DE', { client }), never)?.id,
+        decide(whole, visitor('DE', { client }), never)?.id,
+        client,
+      );
+    assert.equal(decide(sliced, visitor('DE', { client: '192.0.2.7' }), never)?.id, 'b');
   });
 });
