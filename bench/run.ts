@@ -18,6 +18,7 @@ const BENCHES: [string, string[], string[]][] = [
   ['http/telemetry-overhead.bench.ts', [], []],
   ['routing/decide.bench.ts', [], []],
   ['routing/ip-rules.bench.ts', ['--expose-gc'], []],
+  ['routing/flow-limits-node.bench.ts', [], []],
   ['routing/hot-path.bench.ts', [], process.argv.slice(2)],
   ['routing/cold-start.bench.ts', [], []],
   // As `npm start` runs a node: with the young generation capped at 16 MB (see docs/PERFORMANCE.md).
