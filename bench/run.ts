@@ -24,6 +24,7 @@ const BENCHES: [string, string[], string[]][] = [
   // As `npm start` runs a node: with the young generation capped at 16 MB (see docs/PERFORMANCE.md).
   ['routing/memory.ts', ['--expose-gc', '--max-semi-space-size=16'], []],
   ['clicks/classify.bench.ts', ['--expose-gc'], []],
+  ['clicks/click-id.bench.ts', [], []],
   ['clicks/uniqueness-exchange.bench.ts', [], []],
   ['clicks/sustained-load.bench.ts', [], []],
   ['http-client/overhead.bench.ts', [], []],

@@ -1,77 +1,99 @@
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import { CLICK_ID_PATTERN } from '../storage/index.ts';
 import type { Clock } from '../time/index.ts';
 
-/** What a `click_id` is (§11, `CLICK_ID_PATTERN` of storage); ids made here are always {@link CLICK_ID_LENGTH} long. */
+/** What a `click_id` is (`CLICK_ID_PATTERN` of storage); ids made here are always {@link CLICK_ID_LENGTH} long. */
 export const CLICK_ID_RE = new RegExp(CLICK_ID_PATTERN);
 
 /**
- * The base64url alphabet in ASCII order, so that ids of one length sort as their numbers do: an id
- * made later (by a clock that agrees) sorts after, and a string index on `click_id` is roughly
- * time-ordered like the rows it points to.
+ * The base64url alphabet in ASCII order, so that the time prefixes of ids of one length sort as
+ * their milliseconds do: a string index on `click_id` is roughly time-ordered like the rows it
+ * points to.
  */
 const ALPHABET = '-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz';
-/** Every pair of alphabet characters, so the 24-bit counter costs two lookups, not four. */
-const PAIRS: readonly string[] = Array.from(
-  { length: 4096 },
-  (_, i) => ALPHABET[i >> 6]! + ALPHABET[i & 63]!,
-);
+/** The alphabet's character codes: an id is built by one `String.fromCharCode` (a flat string). */
+const CODES = Uint8Array.from(ALPHABET, (c) => c.charCodeAt(0));
 
 const TIME_CHARS = 8; // 48 bits of milliseconds: until the year 10889
-const RANDOM_CHARS = 10; // 60 bits, new for each generator (each process)
-const SEQ_LIMIT = 1 << 24; // 4 characters
-export const CLICK_ID_LENGTH = TIME_CHARS + RANDOM_CHARS + 4;
-
-function encode(value: number, chars: number): string {
-  let out = '';
-  for (let i = chars - 1; i >= 0; i--) out += ALPHABET[Math.floor(value / 2 ** (6 * i)) % 64]!;
-  return out;
-}
+/** Random characters of each id: 6 bits each, 84 bits drawn for that click alone. */
+export const CLICK_ID_RANDOM_CHARS = 14;
+export const CLICK_ID_LENGTH = TIME_CHARS + CLICK_ID_RANDOM_CHARS;
+/**
+ * Random bytes drawn at once (one byte per random character, its low 6 bits used: 256 is a
+ * multiple of 64, so each character is uniform): one `randomFillSync` per ~1,170 ids.
+ */
+const POOL_BYTES = 16_384;
 
 /**
- * Makes `click_id`s on the hot path with no database round trip and no coordination (§11):
- * milliseconds (8 characters) + this generator's random part (10 characters, 60 bits) + a
- * counter (4 characters, 24 bits) — 22 characters.
+ * Makes `click_id`s on the hot path with no database round trip and no coordination
+ * (docs/clicks.md#click-ids): milliseconds (8 characters) + 84 bits from the CSPRNG drawn for this
+ * click (14 characters) — 22 characters. No part is a counter or shared between clicks, so an id
+ * says nothing of any other visitor's id or of the node's volume, and cannot be guessed from ids
+ * one has seen.
  *
- * Unique within a generator: (milliseconds, counter) only ever increases. The clock is never
- * followed backwards (a wall clock stepped back keeps the last millisecond), and when the counter
- * wraps the millisecond is moved on by one, as ULID's monotonic mode does. Unique across nodes and
- * restarts: two generators would also need the same 60 random bits (about one chance in 10^12 for
- * a thousand generators alive at once) and to hit the same millisecond and counter. The counter
- * starts at a random value, so a restart within one millisecond does not begin where the last
- * process began.
- *
- * The time and random part are cached per millisecond: a call is a clock read, an increment and one
- * string concatenation.
+ * Uniqueness, within a node and across nodes and restarts, rests on the random part alone: two ids
+ * of the same millisecond meet with probability 2^-84 a pair (a million ids in one millisecond:
+ * about one chance in 4 × 10^13). The random bytes come from a pool refilled by `randomFillSync` in
+ * blocks of {@link POOL_BYTES}, each byte used once; the time prefix is encoded once per millisecond.
  */
 export class ClickIdGenerator {
   readonly #clock: Clock;
-  readonly #random: string;
+  readonly #pool = Buffer.allocUnsafe(POOL_BYTES);
+  #used = POOL_BYTES;
   #ms = -1;
-  #prefix = '';
-  #seq: number;
+  /** The character codes of {@link #ms}'s prefix. */
+  readonly #time = new Uint8Array(TIME_CHARS);
 
-  /** `random`: 11 bytes (tests pass their own to make two generators collide on purpose). */
-  constructor(clock: Clock, random: Buffer = randomBytes(11)) {
+  constructor(clock: Clock) {
     this.#clock = clock;
-    this.#random = encode(random.readUIntBE(0, 6), 8) + encode(random.readUInt16BE(6) >>> 4, 2);
-    this.#seq = random.readUIntBE(8, 3) & (SEQ_LIMIT - 1);
   }
 
   next(): string {
     const now = this.#clock.now();
-    if (now > this.#ms) this.#advance(now);
-    const seq = this.#seq;
-    const id = this.#prefix + PAIRS[seq >> 12]! + PAIRS[seq & 4095]!;
-    this.#seq = seq + 1 === SEQ_LIMIT ? 0 : seq + 1;
-    // Wrapped: the next id borrows the next millisecond, so (ms, counter) still only increases.
-    if (this.#seq === 0) this.#advance(this.#ms + 1);
-    return id;
+    if (now !== this.#ms) this.#encodeTime(now);
+    let o = this.#used;
+    if (o + CLICK_ID_RANDOM_CHARS > POOL_BYTES) {
+      randomFillSync(this.#pool);
+      o = 0;
+    }
+    this.#used = o + CLICK_ID_RANDOM_CHARS;
+    const p = this.#pool;
+    const t = this.#time;
+    const c = CODES;
+    return String.fromCharCode(
+      t[0]!,
+      t[1]!,
+      t[2]!,
+      t[3]!,
+      t[4]!,
+      t[5]!,
+      t[6]!,
+      t[7]!,
+      c[p[o]! & 63]!,
+      c[p[o + 1]! & 63]!,
+      c[p[o + 2]! & 63]!,
+      c[p[o + 3]! & 63]!,
+      c[p[o + 4]! & 63]!,
+      c[p[o + 5]! & 63]!,
+      c[p[o + 6]! & 63]!,
+      c[p[o + 7]! & 63]!,
+      c[p[o + 8]! & 63]!,
+      c[p[o + 9]! & 63]!,
+      c[p[o + 10]! & 63]!,
+      c[p[o + 11]! & 63]!,
+      c[p[o + 12]! & 63]!,
+      c[p[o + 13]! & 63]!,
+    );
   }
 
-  #advance(ms: number): void {
+  #encodeTime(ms: number): void {
     this.#ms = ms;
-    this.#prefix = encode(ms, TIME_CHARS) + this.#random;
+    // A clock before the epoch or past 2^48 ms is clamped: the prefix stays 8 characters.
+    let v = Math.min(Math.max(0, Math.floor(ms)), 2 ** 48 - 1);
+    for (let i = TIME_CHARS - 1; i >= 0; i--) {
+      this.#time[i] = CODES[v % 64]!;
+      v = Math.floor(v / 64);
+    }
   }
 }
 

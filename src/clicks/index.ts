@@ -1,4 +1,10 @@
-export { CLICK_ID_LENGTH, CLICK_ID_RE, ClickIdGenerator, clickIdTime } from './click-id.ts';
+export {
+  CLICK_ID_LENGTH,
+  CLICK_ID_RANDOM_CHARS,
+  CLICK_ID_RE,
+  ClickIdGenerator,
+  clickIdTime,
+} from './click-id.ts';
 export {
   CLICK_BATCH_MAX_ATTEMPTS,
   ClickLog,
