@@ -12,6 +12,10 @@ export interface CacheSection {
   misses: number;
   evictions: number;
   hit_ratio: number;
+  /** Slugs known to have no flow, kept apart from the flows so that they never evict one. */
+  unknown_slugs: { entries: number; max_entries: number; hits: number; evictions: number };
+  /** Flows evicted, expired or invalidated, kept to answer while the database cannot be read. */
+  stale: { entries: number; max_entries: number; served: number };
 }
 
 /** Storage (§5 `db`); `driver` is `none` until storage is wired. */
@@ -136,7 +140,16 @@ export type SectionName = keyof Sections;
 
 /** What a section shows before its provider is wired (zeros; `db` down). */
 export const EMPTY_SECTIONS: { readonly [K in SectionName]: () => Sections[K] } = {
-  cache: () => ({ entries: 0, max_entries: 0, hits: 0, misses: 0, evictions: 0, hit_ratio: 0 }),
+  cache: () => ({
+    entries: 0,
+    max_entries: 0,
+    hits: 0,
+    misses: 0,
+    evictions: 0,
+    hit_ratio: 0,
+    unknown_slugs: { entries: 0, max_entries: 0, hits: 0, evictions: 0 },
+    stale: { entries: 0, max_entries: 0, served: 0 },
+  }),
   db: () => ({
     driver: 'none',
     status: 'down',

@@ -171,7 +171,10 @@ for (const backend of BACKENDS) {
         target_url: 'https://d.test/',
       });
       type M = {
-        cache: Record<string, number>;
+        cache: Record<string, number> & {
+          unknown_slugs: Record<string, number>;
+          stale: Record<string, number>;
+        };
         streams: Record<string, number>;
         traffic_flows: Record<string, number>;
       };
@@ -188,8 +191,15 @@ for (const backend of BACKENDS) {
         'hits',
         'max_entries',
         'misses',
+        'stale',
+        'unknown_slugs',
       ]);
       assert.equal(after.cache.max_entries, 10_000);
+      // The unknown slug is kept apart from the flows (docs/routing.md#cache), with counters of its own.
+      assert.equal(after.cache.unknown_slugs.max_entries, 10_000);
+      assert.equal(after.cache.unknown_slugs.entries - before.cache.unknown_slugs.entries, 1);
+      assert.equal(after.cache.unknown_slugs.hits - before.cache.unknown_slugs.hits, 1);
+      assert.deepEqual(Object.keys(after.cache.stale).sort(), ['entries', 'max_entries', 'served']);
       assert.equal(after.cache.misses - before.cache.misses, 2, 'one load per slug');
       assert.equal(
         after.cache.hits - before.cache.hits,

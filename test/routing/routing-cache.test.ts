@@ -132,3 +132,96 @@ describe('routing cache: reloading every cached slug (cache.reload)', () => {
     assert.ok(db.asked.flat().length < 200, `${db.asked.flat().length} slugs read after the abort`);
   });
 });
+
+describe('routing cache: unknown slugs and the stale fallback', () => {
+  /** A cache over a pretend database of `known` slugs whose reads fail while `db.down`. */
+  function over(known: string[], opts: { maxEntries: number; unknownMaxEntries?: number }) {
+    const db = { down: false, reads: 0, now: 0 };
+    const cache = new RoutingCache({
+      maxEntries: opts.maxEntries,
+      unknownMaxEntries: opts.unknownMaxEntries,
+      ttlMs: 60_000,
+      now: () => db.now,
+      load: async (slug) => {
+        db.reads++;
+        if (db.down) throw new ApiError('db.unavailable');
+        return known.includes(slug) ? flowOf(slug) : undefined;
+      },
+    });
+    return { cache, db };
+  }
+
+  // Unknown slugs were entries of the flows' LRU: a flood of them evicted every flow.
+  test('no number of unknown slugs evicts a flow; they are bounded on their own', async () => {
+    const flows = slugs(10);
+    const { cache, db } = over(flows, { maxEntries: 10, unknownMaxEntries: 100 });
+    for (const s of flows) await cache.load(s);
+    for (let i = 0; i < 1000; i++) assert.equal(await cache.load(`nope-${i}`), null);
+    const section = cache.section();
+    assert.equal(section.evictions, 0);
+    assert.equal(section.entries, 10);
+    for (const s of flows) assert.ok(cache.peek(s), `${s} still cached`);
+    assert.deepEqual(section.unknown_slugs, { entries: 100, max_entries: 100, hits: 0, evictions: 900 });
+    // The most recent unknown slugs answer from memory, with no read.
+    const reads = db.reads;
+    assert.equal(cache.peek('nope-999'), null);
+    assert.equal(cache.peek('nope-0'), undefined, 'the oldest was dropped');
+    assert.equal(db.reads, reads);
+    assert.equal(cache.section().unknown_slugs.hits, 1);
+  });
+
+  test('a flow evicted for size is served stale while the database is down', async () => {
+    const { cache, db } = over(['a', 'b', 'c'], { maxEntries: 2 });
+    for (const s of ['a', 'b', 'c']) await cache.load(s);
+    assert.equal(cache.current('a'), undefined, 'evicted');
+    db.down = true;
+    assert.equal((await cache.load('a'))?.slug, 'a');
+    assert.equal(cache.section().stale.served, 1);
+    await assert.rejects(cache.load('never-seen'), /db\.unavailable|unavailable/i);
+    db.down = false;
+    assert.equal((await cache.load('a'))?.slug, 'a');
+    assert.ok(cache.peek('a'), 'cached again once read');
+    assert.equal(cache.section().stale.entries <= 2, true);
+  });
+
+  test('an unknown slug is read again after its TTL, and at once when a write invalidates it', async () => {
+    const known: string[] = [];
+    const { cache, db } = over(known, { maxEntries: 10 });
+    assert.equal(await cache.load('late'), null);
+    assert.equal(cache.peek('late'), null);
+    db.now += 60_000;
+    assert.equal(cache.peek('late'), undefined, 'expired');
+    assert.equal(await cache.load('late'), null);
+    known.push('late');
+    cache.invalidate('late');
+    assert.equal(cache.peek('late'), undefined);
+    assert.equal((await cache.load('late'))?.slug, 'late');
+  });
+
+  test('a slug invalidated while it is read is read again: the read before the write is not cached', async () => {
+    const known: string[] = [];
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    let first = true;
+    const cache = new RoutingCache({
+      maxEntries: 10,
+      ttlMs: 60_000,
+      load: async (slug) => {
+        const answer = known.includes(slug) ? flowOf(slug) : undefined;
+        if (first) {
+          first = false;
+          await gate;
+        }
+        return answer;
+      },
+    });
+    const loading = cache.load('new');
+    known.push('new');
+    cache.invalidate('new');
+    release();
+    assert.equal((await loading)?.slug, 'new');
+    assert.ok(cache.peek('new'));
+  });
+});
