@@ -147,7 +147,14 @@ export function describeApiError(
   return { body, record };
 }
 
-/** Sets the headers every response carries (§3), from the request's own context. */
+/** An error's own headers (`Allow`, `X-Click-Id`, a rate limit's `Retry-After`), after the tracing ones. */
+export function errorHeaders(err: ApiError): Readonly<Record<string, string>> | undefined {
+  const wait = (err.details as { retry_after_seconds?: unknown } | undefined)?.retry_after_seconds;
+  if (err.code !== 'rate.limited' || typeof wait !== 'number') return err.headers;
+  return { ...err.headers, 'retry-after': String(wait) };
+}
+
+/** Sets the headers every response carries (docs/telemetry.md), from the request's own context. */
 export function setTracingHeaders(request: FastifyRequest, reply: FastifyReply, serverId: string): void {
   reply.header('x-request-id', request.id);
   reply.header('x-server-id', serverId);
@@ -178,8 +185,7 @@ export function sendApiError(
   // Node keeps the reason phrase of a head it failed to write ("500 Found"): name it afresh.
   reply.raw.statusMessage = STATUS_CODES[err.status] ?? '';
   setTracingHeaders(request, reply, serverId);
-  if (err.headers !== undefined) reply.headers(err.headers);
-  const wait = (err.details as { retry_after_seconds?: unknown } | undefined)?.retry_after_seconds;
-  if (err.code === 'rate.limited' && typeof wait === 'number') reply.header('retry-after', String(wait));
+  const extra = errorHeaders(err);
+  if (extra !== undefined) reply.headers(extra);
   return reply.code(err.status).type('application/json; charset=utf-8').send(JSON.stringify(body));
 }

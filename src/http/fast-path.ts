@@ -6,7 +6,9 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { Socket } from 'node:net';
-import { outcomeOf, type Recorder } from '../telemetry/index.ts';
+import { ApiError } from '../errors/index.ts';
+import { type Logger, outcomeOf, type Recorder } from '../telemetry/index.ts';
+import { describeApiError, errorHeaders } from './error-reply.ts';
 import { type CountryResolver, requestIdFrom } from './request-context.ts';
 
 /** What a request's answer starts from: its id, its country (§3) and its client, decided once. */
@@ -27,17 +29,20 @@ export interface FastAnswer {
 
 /**
  * A route that may answer a plain `GET` straight from Node's request, before fastify sees it
- * (see {@link FrontDoor}). It answers only what it can answer at once, with no I/O (a cache hit);
- * for anything else it returns undefined and fastify answers the request as if the fast path did
- * not exist.
+ * (see {@link FrontDoor}). It answers only what it can answer at once, with no I/O (a cache hit,
+ * or a 404 decided from the cache); for anything else it returns undefined and fastify answers the
+ * request as if the fast path did not exist.
  */
 export interface FastRoute {
   /** The path prefix it serves, e.g. `/go/`; the rest of the path, up to `?`, is its one parameter. */
   prefix: string;
   /** Its fastify path, which names its recorder, e.g. `/go/:slug`. */
   path: string;
-  /** The answer, or undefined to hand the request to fastify. Must not throw. */
-  answer(param: string, trace: RequestTrace, req: IncomingMessage): FastAnswer | undefined;
+  /**
+   * The answer: a response, a contract error (answered and logged as fastify's error path does),
+   * or undefined to hand the request to fastify. Must not throw.
+   */
+  answer(param: string, trace: RequestTrace, req: IncomingMessage): FastAnswer | ApiError | undefined;
 }
 
 /** The server options fastify hands a `serverFactory`, as it would have used them itself. */
@@ -130,6 +135,7 @@ export class FrontDoor {
   readonly #serverId: string;
   readonly #country: CountryResolver;
   readonly #recorder: (path: string) => Recorder | undefined;
+  readonly #logger: Logger;
   readonly #enabled: boolean;
   #closing = false;
 
@@ -140,8 +146,11 @@ export class FrontDoor {
     country: CountryResolver;
     /** The recorder of a route path; undefined when routes are not recorded. */
     recorder: (path: string) => Recorder | undefined;
+    /** Where an error answer's one `api error` record goes, as fastify's request logger would write it. */
+    logger: Logger;
   }) {
     this.#enabled = deps.enabled;
+    this.#logger = deps.logger;
     this.#serverId = deps.serverId;
     this.#country = deps.country;
     this.#recorder = deps.recorder;
@@ -211,7 +220,7 @@ export class FrontDoor {
         country: said ?? this.#country.byAddress(client),
         client,
       };
-      let answer: FastAnswer | undefined;
+      let answer: FastAnswer | ApiError | undefined;
       try {
         answer = route.answer(param, trace, req);
       } catch {
@@ -225,12 +234,26 @@ export class FrontDoor {
       // The headers in the order fastify's reply writes them: onRequest's, the route's, then its own.
       const headers: Record<string, string> = { 'x-request-id': trace.id, 'x-server-id': this.#serverId };
       if (said !== undefined) headers['x-client-country-code'] = said;
-      const extra = answer.headers;
-      for (const name in extra) headers[name] = extra[name]!;
-      const body = answer.body;
+      let status: number;
+      let body: string | undefined;
+      if (answer instanceof ApiError) {
+        // As the error path's sendApiError: the contract body and its one `api error` record.
+        const described = describeApiError(answer, trace.id);
+        this.#logger.error({ ...described.record, request_id: trace.id, trace_id: trace.id }, 'api error');
+        const extra = errorHeaders(answer);
+        for (const name in extra) headers[name] = extra[name]!;
+        headers['content-type'] = 'application/json; charset=utf-8';
+        status = answer.status;
+        body = JSON.stringify(described.body);
+      } else {
+        const extra = answer.headers;
+        for (const name in extra) headers[name] = extra[name]!;
+        status = answer.status;
+        body = answer.body;
+      }
       headers['content-length'] = body === undefined ? '0' : String(Buffer.byteLength(body));
-      res.writeHead(answer.status, headers).end(body);
-      recorder?.record(performance.now() - start, outcomeOf(answer.status));
+      res.writeHead(status, headers).end(body);
+      recorder?.record(performance.now() - start, outcomeOf(status));
       return true;
     }
     return false;

@@ -134,6 +134,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     serverId,
     country,
     recorder: (path) => (deps.instrument === false ? undefined : telemetry.controllers.get(path)),
+    logger,
   });
 
   const app = Fastify({

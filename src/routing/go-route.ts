@@ -11,20 +11,16 @@ import type { Visitor } from './rules.ts';
 import type { RoutingService } from './service.ts';
 import { SLUG } from './validation.ts';
 
-/** Not `resource.not_found` objects built per request for an unknown slug: its message is fixed. */
-const noFlow = () => new ApiError('resource.not_found', 'No active traffic flow with that slug.');
+/**
+ * The answer to a slug no active flow has: one object for every such request (its message is fixed),
+ * so a flood of unknown slugs builds no error, and captures no stack, per request.
+ */
+const NO_FLOW = new ApiError('resource.not_found', 'No active traffic flow with that slug.');
 /** A flow's no-match answer is still a click: it carries its id (§11). */
 const noStream = (clickId: string) =>
   new ApiError('resource.not_found', 'No stream of this flow matches the request.', {
     headers: { 'x-click-id': clickId },
   });
-
-/**
- * A click the fast path looked at but leaves to fastify to answer (a 404, after it was counted):
- * kept on the request so that the route answers it without looking at the cache or deciding again.
- */
-const kOutcome = Symbol('sluice.click');
-type Looked = IncomingMessage & { [kOutcome]?: ApiError };
 
 const NO_QUERY: QueryLike = Object.freeze({});
 
@@ -103,13 +99,15 @@ function subsOf(f: ClickFacts): (string | null)[] | null {
 }
 
 /**
- * `GET /go/:slug` — the hot path (§8, §11). On a cache hit nothing is awaited: describe the click,
- * decide, count in memory, append to the click log's buffer, redirect. Only a cold or expired
- * slug goes to the database; the click log is written by its own timer, never here.
+ * `GET /go/:slug` — the hot path (docs/routing.md, docs/clicks.md). On a cache hit nothing is
+ * awaited: describe the click, decide, count in memory, append to the click log's buffer,
+ * redirect. Only a cold or expired slug goes to the database; the click log is written by its own
+ * timer, never here.
  *
- * A cache hit is answered by the server's front door (src/http/fast-path.ts) straight from Node's
- * request, without fastify's request lifecycle; everything else (a miss, a 404, `HEAD`, odd URLs)
- * by the fastify route below. Both go through {@link click}, where all the per-click work is, so
+ * A cache hit, and a 404 decided from the cache (a slug known to have no flow included), is
+ * answered by the server's front door (src/http/fast-path.ts) straight from Node's request,
+ * without fastify's request lifecycle; everything else (a miss, `HEAD`, odd URLs) by the fastify
+ * route below. Both go through {@link click}, where all the per-click work is, so
  * the two paths cannot answer differently.
  */
 export function registerGoRoute(
@@ -172,7 +170,7 @@ export function registerGoRoute(
     const bot = describer.userAgents.classify(req.method!, req.headers['user-agent']).is_bot;
     routing.slugMisses.note(bot ? undefined : slug, paused, clock.now(), bot);
     if (!bot) counters.noMatchWithoutFlow();
-    return fallbackUrl === undefined ? noFlow() : { status: 302, headers: { location: fallbackUrl } };
+    return fallbackUrl === undefined ? NO_FLOW : { status: 302, headers: { location: fallbackUrl } };
   };
 
   /**
@@ -233,8 +231,6 @@ export function registerGoRoute(
   };
 
   app.get<{ Params: { slug: string } }>('/go/:slug', (request, reply) => {
-    const looked = (request.raw as Looked)[kOutcome];
-    if (looked !== undefined) throw looked;
     const slug = request.params.slug;
     if (!SLUG.test(slug)) {
       const answer = unknownSlug(undefined, false, request.raw);
@@ -259,12 +255,9 @@ export function registerGoRoute(
       if (!SLUG.test(slug)) return undefined;
       const cached = routing.cache.peek(slug);
       if (cached === undefined) return undefined; // a miss: the route loads it
-      const answer = click(slug, cached, trace, req);
-      if (answer instanceof ApiError) {
-        (req as Looked)[kOutcome] = answer;
-        return undefined;
-      }
-      return answer;
+      // A 404 decided from the cache (unknown slug, paused flow, no stream) is answered here too:
+      // an unknown slug costs no more than a cached click.
+      return click(slug, cached, trace, req);
     },
   });
 }

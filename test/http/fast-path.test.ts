@@ -53,8 +53,9 @@ function makeTelemetry() {
 }
 
 /**
- * The same requests to two servers over one routing service: one with the fast path (cache hits
- * answered from Node's request), one where fastify answers everything. Their answers must be the
+ * The same requests to two servers over one routing service: one with the fast path (cache hits,
+ * and 404s decided from the cache, answered from Node's request), one where fastify answers
+ * everything. Their answers must be the
  * same bytes (but for `Date`), and they must count the same.
  */
 describe('the fast path answers exactly what the fastify route answers', () => {
@@ -238,13 +239,9 @@ describe('the fast path answers exactly what the fastify route answers', () => {
     ],
     ['not a slug', 'GET /go/ALPHA HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-17\r\n\r\n', false],
     ['a paused flow, cold (404)', 'GET /go/beta HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-18\r\n\r\n', false],
-    ['a paused flow, cached (404)', 'GET /go/beta HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-19\r\n\r\n', false],
+    ['a paused flow, cached (404)', 'GET /go/beta HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-19\r\n\r\n', true],
     ['an unknown slug, cold (404)', 'GET /go/nope HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-20\r\n\r\n', false],
-    [
-      'an unknown slug, cached (404)',
-      'GET /go/nope HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-21\r\n\r\n',
-      false,
-    ],
+    ['an unknown slug, cached (404)', 'GET /go/nope HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-21\r\n\r\n', true],
     [
       'no stream matches, cold (404)',
       'GET /go/gamma HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-22\r\ncf-ipcountry: US\r\n\r\n',
@@ -253,7 +250,7 @@ describe('the fast path answers exactly what the fastify route answers', () => {
     [
       'no stream matches, cached (404)',
       'GET /go/gamma HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-23\r\ncf-ipcountry: US\r\n\r\n',
-      false,
+      true,
     ],
     [
       'a cached slug with a forced match',
@@ -281,7 +278,7 @@ describe('the fast path answers exactly what the fastify route answers', () => {
     [
       'a bot no stream takes, cached (404)',
       'GET /go/gamma HTTP/1.1\r\nHost: x\r\nX-Request-Id: r-28\r\ncf-ipcountry: US\r\n\r\n',
-      false,
+      true,
     ],
     [
       'forward_query, cold',
