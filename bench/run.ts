@@ -15,6 +15,7 @@ const BENCHES: [string, string[], string[]][] = [
   ['telemetry/recorder.bench.ts', [], []],
   ['telemetry/exposition.bench.ts', [], []],
   ['telemetry/request-context.bench.ts', [], []],
+  ['telemetry/log-record.bench.ts', [], []],
   ['http/telemetry-overhead.bench.ts', [], []],
   ['routing/decide.bench.ts', [], []],
   ['routing/ip-rules.bench.ts', ['--expose-gc'], []],

@@ -7,7 +7,7 @@ import {
 } from 'node:http';
 import type { Socket } from 'node:net';
 import { ApiError } from '../errors/index.ts';
-import { type Logger, outcomeOf, type Recorder } from '../telemetry/index.ts';
+import { type Logger, outcomeOf, type Recorder, unredacted } from '../telemetry/index.ts';
 import { describeApiError, errorHeaders } from './error-reply.ts';
 import { type CountryResolver, requestIdFrom } from './request-context.ts';
 
@@ -136,6 +136,8 @@ export class FrontDoor {
   readonly #country: CountryResolver;
   readonly #recorder: (path: string) => Recorder | undefined;
   readonly #logger: Logger;
+  /** {@link unredacted}: for the records made only of strings and numbers under fixed keys. */
+  readonly #plainLogger: Logger;
   readonly #enabled: boolean;
   #closing = false;
 
@@ -151,6 +153,7 @@ export class FrontDoor {
   }) {
     this.#enabled = deps.enabled;
     this.#logger = deps.logger;
+    this.#plainLogger = unredacted(deps.logger);
     this.#serverId = deps.serverId;
     this.#country = deps.country;
     this.#recorder = deps.recorder;
@@ -239,7 +242,9 @@ export class FrontDoor {
       if (answer instanceof ApiError) {
         // As the error path's sendApiError: the contract body and its one `api error` record.
         const described = describeApiError(answer, trace.id);
-        this.#logger.error({ ...described.record, request_id: trace.id, trace_id: trace.id }, 'api error');
+        // Without details the record is code, status and strings: nothing redaction would change.
+        const log = answer.details === undefined ? this.#plainLogger : this.#logger;
+        log.error({ ...described.record, request_id: trace.id, trace_id: trace.id }, 'api error');
         const extra = errorHeaders(answer);
         for (const name in extra) headers[name] = extra[name]!;
         headers['content-type'] = 'application/json; charset=utf-8';

@@ -15,6 +15,7 @@ export {
   type Logger,
   type LoggerOptions,
   REDACT_PATHS,
+  unredacted,
 } from './logger.ts';
 export { DEFAULT_RELATIVE_ACCURACY, QuantileSketch } from './quantile-sketch.ts';
 export {
