@@ -121,7 +121,7 @@ export function toApiError(err: unknown): ApiError {
 }
 
 /**
- * The contract body of an error (§7) and the fields of its one `api error` record (the request's
+ * The contract body of an error (docs/errors.md) and the fields of its one `api error` record (the request's
  * ids come from its logger). Shared by the routed error path and the answer to requests the HTTP
  * parser refuses, so the two cannot drift apart.
  */

@@ -11,7 +11,10 @@ import { type Logger, outcomeOf, type Recorder, unredacted } from '../telemetry/
 import { describeApiError, errorHeaders } from './error-reply.ts';
 import { type CountryResolver, requestIdFrom } from './request-context.ts';
 
-/** What a request's answer starts from: its id, its country (§3) and its client, decided once. */
+/**
+ * What a request's answer starts from: its id, its country (the `X-Client-Country-Code` of
+ * docs/telemetry.md) and its client, decided once.
+ */
 export interface RequestTrace {
   id: string;
   country: string | undefined;
@@ -215,7 +218,7 @@ export class FrontDoor {
         return false;
       const q = url.indexOf('?', route.prefix.length);
       const param = url.slice(route.prefix.length, q === -1 ? url.length : q);
-      // The header reports what a trusted proxy said (§3); the click goes by that, else by address.
+      // The header reports what a trusted proxy said (docs/telemetry.md); the click goes by that, else by address.
       const said = this.#country.fromHeader(req);
       const client = this.#country.clientAddress(req);
       const trace: RequestTrace = {

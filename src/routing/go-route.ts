@@ -16,7 +16,7 @@ import { SLUG } from './validation.ts';
  * so a flood of unknown slugs builds no error, and captures no stack, per request.
  */
 const NO_FLOW = new ApiError('resource.not_found', 'No active traffic flow with that slug.');
-/** A flow's no-match answer is still a click: it carries its id (§11). */
+/** A flow's no-match answer is still a click: it carries its id (docs/clicks.md). */
 const noStream = (clickId: string) =>
   new ApiError('resource.not_found', 'No stream of this flow matches the request.', {
     headers: { 'x-click-id': clickId },
@@ -159,7 +159,7 @@ export function registerGoRoute(
       : { status: 302, headers: { location: fallbackUrl, 'x-click-id': clickId } };
   /**
    * A slug no active flow has (`slug` undefined: not a slug at all): noted, then the 404 or the
-   * fallback. A person's request is a no-match of this node (§13); a bot's (a scanner's `/go/wp-login`)
+   * fallback. A person's request is a no-match of this node (docs/routing.md); a bot's (a scanner's `/go/wp-login`)
    * is counted apart and not named, so it does not push a buyer's typo out of the slugs kept.
    */
   const unknownSlug = (

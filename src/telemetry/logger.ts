@@ -44,7 +44,7 @@ const giveUp = new WeakMap<Logger, { at: number }>();
 
 /**
  * The one root logger: JSON lines with `level` as a label, ISO `time`, `message`, and the node's
- * `server_id` on every record (§7 of the contract).
+ * `server_id` on every record (docs/telemetry.md#logs).
  */
 export function createLogger(opts: LoggerOptions): Logger {
   const limit = { at: Number.POSITIVE_INFINITY };

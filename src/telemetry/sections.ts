@@ -4,7 +4,7 @@
  * only a provider of the right one, and the doctor and the console read them typed.
  */
 
-/** The routing cache (§5 `cache`). */
+/** The routing cache (`cache` of docs/telemetry.md#system-metrics). */
 export interface CacheSection {
   entries: number;
   max_entries: number;
