@@ -211,15 +211,19 @@ async function start(args: string[]): Promise<number> {
       timer.unref();
       node.logger.info({ signal }, 'signal received');
       node.stop().then(
-        async () => {
+        async (outcome) => {
           // Stopped: the deadline is met, whatever the wait below takes.
           clearTimeout(timer);
+          if (!outcome.complete)
+            process.stderr.write(
+              `sluice: stopped without writing ${outcome.clicks_lost} answered clicks and ${outcome.counts_lost.clicks} counted clicks: the database refused them\n`,
+            );
           if (process.env.npm_lifecycle_event !== undefined) {
             // Not unref'd: the wait itself is what keeps the process until npm has the signal.
             const wait = new Promise<void>((r) => setTimeout(r, NPM_ECHO_WAIT_MS));
             await Promise.race([echo, wait]);
           }
-          resolveExit(0);
+          resolveExit(outcome.complete ? 0 : 1);
         },
         (err) => {
           node.logger.error({ err }, 'error during stop');

@@ -40,7 +40,7 @@ import {
   registerMetricsRoute,
 } from './http/index.ts';
 import { HttpClient } from './http-client/index.ts';
-import { RoutingService, registerGoRoute, simulate } from './routing/index.ts';
+import { type Counts, RoutingService, registerGoRoute, simulate } from './routing/index.ts';
 import { migrateWhenReachable, openStorage, StartAbandoned, type Storage } from './storage/index.ts';
 import { clickWrites, taskRunner } from './tasks/index.ts';
 import { createLogger, type Logger, Telemetry } from './telemetry/index.ts';
@@ -66,7 +66,17 @@ export interface StartOptions extends LoadOptions {
 export interface Unwritten {
   clicks_buffered: number;
   clicks_unacked: number;
-  counts_unpersisted: { clicks: number; no_match: number; bots: number; uniques: number };
+  counts_unpersisted: Counts;
+}
+
+/**
+ * How a graceful stop ended: `complete` when every answered click and every count was written;
+ * else what it could not write by its deadline (the database refused them) and so lost.
+ */
+export interface StopOutcome {
+  complete: boolean;
+  clicks_lost: number;
+  counts_lost: Counts;
 }
 
 /** A running node, as the CLI and the tests see it. */
@@ -89,8 +99,11 @@ export interface SluiceNode {
   scheduler: Scheduler;
   logger: Logger;
   acp: AcpRouter;
-  /** Graceful stop: stop accepting, finish in-flight requests, release leadership, close storage. */
-  stop(): Promise<void>;
+  /**
+   * Graceful stop: stop accepting, finish in-flight requests, write what was counted and logged,
+   * release leadership, close storage. Says whether everything answered was written.
+   */
+  stop(): Promise<StopOutcome>;
   /** What is not written yet, for the last record of an exit that does not wait for the stop. */
   unwritten(): Unwritten;
 }
@@ -180,6 +193,12 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
   // undone; both unwind the same stack in reverse order, and a part that fails to stop does not
   // keep the ones below it (counters, leadership, storage) from stopping.
   const lifecycle = new AsyncDisposableStack();
+  /** What the stop's last writes could not write, and so lost. */
+  const lost: StopOutcome = {
+    complete: true,
+    clicks_lost: 0,
+    counts_lost: { clicks: 0, no_match: 0, bots: 0, uniques: 0 },
+  };
   /** When a stop must be over (monotonic ms), set when it begins; a failed start has none. */
   let stopDeadline: number | undefined;
   /** What is left of the stop's budget for a part, keeping `reserve` ms for the parts after it. */
@@ -340,12 +359,20 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     routing.start();
     // In-flight requests are done by the time this runs: whatever they counted is persisted
     // before storage closes, whatever became of the server's close.
-    lifecycle.defer(() => routing.stop(leftOfStop(AFTER_COUNTERS_MS)));
+    lifecycle.defer(async () => {
+      const counts = await routing.stop(leftOfStop(AFTER_COUNTERS_MS));
+      if (counts === undefined) return;
+      lost.complete = false;
+      lost.counts_lost = counts;
+    });
     clickLog.start();
     // After the server drained: every click answered is in the buffer by then. A database that
     // refuses is retried for what is left of the stop's budget (a short outage costs no click).
     lifecycle.defer(async () => {
-      await clickLog.stop(leftOfStop(AFTER_CLICK_LOG_MS));
+      const { lost: clicks } = await clickLog.stop(leftOfStop(AFTER_CLICK_LOG_MS));
+      if (clicks === 0) return;
+      lost.complete = false;
+      lost.clicks_lost = clicks;
     });
 
     const app = createServer({ config, logger, telemetry, serverId, geo });
@@ -491,7 +518,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       'sluice started',
     );
 
-    let stopping: Promise<void> | undefined;
+    let stopping: Promise<StopOutcome> | undefined;
     return {
       url,
       app,
@@ -522,8 +549,15 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
           stopDeadline = clock.monotonic() + config.app.server.shutdown_timeout_ms + STOP_SLACK_MS;
           logger.info('sluice stopping');
           await lifecycle.disposeAsync();
-          logger.info('sluice stopped');
+          // A stop that lost answered clicks or counts is a failed one (exit 1): its last record says what.
+          if (!lost.complete)
+            logger.error(
+              { clicks_lost: lost.clicks_lost, counts_lost: lost.counts_lost },
+              'sluice stopped without writing every answered click and count: the database refused them until the stop timed out; they are lost',
+            );
+          else logger.info('sluice stopped');
           logger.flush();
+          return lost;
         })();
         return stopping;
       },

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
 import { openPostgres, openSqlite, type Storage } from '../src/storage/index.ts';
 import { systemClock } from '../src/time/index.ts';
 import { CLI, runCli, START_LIMIT_MS } from './helpers/cli.ts';
@@ -557,9 +558,14 @@ describe('a database that answers slowly during a stop', async () => {
         assert.equal(logged.items.length, answered, `every answered click in the log: ${node.out()}`);
         assert.doesNotMatch(node.out(), /click log stopped with clicks it could not write/);
         if (exit.code !== 0) {
-          const timedOut = records(node.out()).find((r) => r.message === 'graceful stop timed out; exiting');
-          assert.ok(timedOut, node.out());
-          assert.deepEqual([timedOut.clicks_buffered, timedOut.clicks_unacked], [0, 0], node.out());
+          // What the budget ran out on is said: none of it answered clicks.
+          const all = records(node.out());
+          const timedOut = all.find((r) => r.message === 'graceful stop timed out; exiting');
+          const lost = all.find((r) => String(r.message).startsWith('sluice stopped without writing'));
+          assert.ok(timedOut ?? lost, node.out());
+          if (timedOut !== undefined)
+            assert.deepEqual([timedOut.clicks_buffered, timedOut.clicks_unacked], [0, 0], node.out());
+          else assert.equal(lost?.clicks_lost, 0, node.out());
         }
       },
     );
@@ -586,4 +592,78 @@ describe('a stop that outruns its deadline', async () => {
       assert.equal(record.clicks_buffered + record.clicks_unacked, 3, last);
     });
   });
+});
+
+/**
+ * A database that takes connections and reads but refuses every write of the click log, as a full
+ * disk does: PostgreSQL answers `disk_full` (53100), SQLite aborts the insert. The refusal comes
+ * from a trigger on `clicks`, made by the test's own connection.
+ */
+const REFUSING: {
+  name: string;
+  node(timeoutMs: number): Promise<{ dir: string; cleanup(): Promise<void> }>;
+}[] = [
+  {
+    name: 'sqlite',
+    node: async (timeoutMs) => {
+      const held = await heldWritesConfig(timeoutMs);
+      const raw = new DatabaseSync(held.db);
+      raw.exec(`CREATE TRIGGER refuse_clicks BEFORE INSERT ON clicks
+          BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`);
+      raw.close();
+      return { dir: held.dir, cleanup: async () => rmSync(held.dir, { recursive: true, force: true }) };
+    },
+  },
+  {
+    name: 'postgres',
+    node: async (timeoutMs) => {
+      const schema = testSchema();
+      const pgDir = await pgStopConfig(PG_URL, schema, timeoutMs);
+      const client = new pg.Client({ connectionString: PG_URL });
+      await client.connect();
+      try {
+        await client.query(`CREATE FUNCTION ${schema}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$;
+            CREATE TRIGGER refuse_clicks BEFORE INSERT ON ${schema}.clicks
+              FOR EACH ROW EXECUTE FUNCTION ${schema}.refuse()`);
+      } finally {
+        await client.end();
+      }
+      return {
+        dir: pgDir,
+        cleanup: async () => {
+          rmSync(pgDir, { recursive: true, force: true });
+          await dropSchema(schema);
+        },
+      };
+    },
+  },
+];
+
+describe('a stop while the database refuses every write', () => {
+  for (const backend of REFUSING) {
+    test(`${backend.name}: exits 1, and its last record says how many answered clicks it lost`, async (t) => {
+      if (backend.name === 'postgres' && !(await pgAvailable())) return t.skip('PostgreSQL unavailable');
+      const made = await backend.node(1000);
+      try {
+        const node = await launch(process.execPath, [CLI, 'start'], { configDir: made.dir });
+        try {
+          assert.equal(await clicks(node.url, 20), 20);
+          node.child.kill('SIGTERM');
+          const exit = await node.exited;
+          // It used to exit 0, its only trace one error record among the stop's.
+          assert.deepEqual({ code: exit.code, signal: exit.signal }, { code: 1, signal: null }, node.out());
+          const last = records(node.out()).at(-1);
+          assert.equal(last?.level, 'error', node.out());
+          assert.match(String(last?.message), /sluice stopped without writing every answered click/);
+          assert.equal(last?.clicks_lost, 20, node.out());
+          assert.match(node.out(), /stopped without writing 20 answered clicks/);
+        } finally {
+          node.child.kill('SIGKILL');
+        }
+      } finally {
+        await made.cleanup();
+      }
+    });
+  }
 });

@@ -184,13 +184,15 @@ export class ClickLog {
   /**
    * Graceful stop: no more clicks are taken, and everything held is written, retried until
    * `timeoutMs` has passed while the database refuses. What could not be written by then is
-   * counted as dropped and logged. Returns the clicks written and lost.
+   * counted as dropped and logged. Returns the clicks written and lost: those still held at the
+   * end, and those of batches given up during the stop (a database that refuses every attempt).
    */
   async stop(timeoutMs = 5000): Promise<{ persisted: number; lost: number }> {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#reportOverflow(true);
     this.#max = 0;
+    const droppedBefore = this.#dropped;
     let persisted = 0;
     // A flush that went through wrote everything held (no click is taken any more).
     const failed = await retryUntil(
@@ -200,9 +202,11 @@ export class ClickLog {
       this.#clock,
       timeoutMs,
     );
-    if (failed === undefined || this.#buf.length + this.#held === 0) return { persisted, lost: 0 };
-    const lost = this.#buf.length + this.#held;
-    this.#dropped += lost;
+    if (failed === undefined || this.#buf.length + this.#held === 0)
+      return { persisted, lost: this.#dropped - droppedBefore };
+    const held = this.#buf.length + this.#held;
+    this.#dropped += held;
+    const lost = this.#dropped - droppedBefore;
     this.#log.error(
       { lost, err: this.#lastError },
       'click log stopped with clicks it could not write: the database refused them until the stop timed out',

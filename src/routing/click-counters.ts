@@ -14,6 +14,14 @@ interface FlowDelta {
   last: number;
 }
 
+/** A flow's counts, or counts summed over flows: what the flows list shows besides uniques. */
+export interface Counts {
+  clicks: number;
+  no_match: number;
+  bots: number;
+  uniques: number;
+}
+
 /** A batch cut from the counts and not yet acknowledged by storage, kept to be sent again as it is. */
 interface Unacked {
   batch: CounterBatch;
@@ -144,7 +152,7 @@ export class ClickCounters {
    * Everything counted and not yet acknowledged by storage, summed over flows (an unacknowledged
    * batch's included): what an exit now would lose.
    */
-  unpersisted(): { clicks: number; no_match: number; bots: number; uniques: number } {
+  unpersisted(): Counts {
     const out = { clicks: 0, no_match: 0, bots: 0, uniques: 0 };
     for (const flows of [this.#flows, this.#cutting?.flows, this.#unacked?.flows]) {
       for (const f of flows?.values() ?? []) {

@@ -1,4 +1,4 @@
-export { ClickCounters } from './click-counters.ts';
+export { ClickCounters, type Counts } from './click-counters.ts';
 export {
   buildTarget,
   type CompiledFlow,

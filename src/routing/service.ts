@@ -20,7 +20,7 @@ import {
   TIME_ZONE_EXPECTED,
   TimeSlice,
 } from '../time/index.ts';
-import { ClickCounters } from './click-counters.ts';
+import { ClickCounters, type Counts } from './click-counters.ts';
 import { type CompiledFlow, compileFlowSliced } from './compiled-flow.ts';
 import { DailyCaps } from './daily-caps.ts';
 import { count, FLOW_LIMITS, ruleValueCount } from './limits.ts';
@@ -216,18 +216,21 @@ export class RoutingService {
 
   /**
    * Stops the timers and persists what is still counted (graceful stop), retrying while the
-   * database refuses for up to `retryMs`; what it then could not write is lost, and logged so.
+   * database refuses for up to `retryMs`; what it then could not write is lost, logged so, and
+   * returned (undefined when everything was written).
    */
-  async stop(retryMs = 0): Promise<void> {
+  async stop(retryMs = 0): Promise<Counts | undefined> {
     this.#stopped = true;
     for (const t of this.#timers) clearInterval(t);
     this.#timers = [];
     const failed = await retryUntil(() => this.persistCounters(), this.#clock, retryMs);
-    if (failed !== undefined)
-      this.#log.error(
-        { err: (failed.error as Error).message, ...this.counters.unpersisted() },
-        'counters not persisted at the stop: the database refused them until the stop timed out; these counts are lost',
-      );
+    if (failed === undefined) return undefined;
+    const lost = this.counters.unpersisted();
+    this.#log.error(
+      { err: (failed.error as Error).message, ...lost },
+      'counters not persisted at the stop: the database refused them until the stop timed out; these counts are lost',
+    );
+    return lost;
   }
 
   /** Persists counted hits and clicks (one flush at a time); a failure keeps them and is thrown. */
