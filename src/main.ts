@@ -111,18 +111,13 @@ export interface SluiceNode {
 /** How long leader-task runs stay in the run journal. */
 const JOURNAL_KEEP_MS = 7 * 86_400_000;
 /**
- * A graceful stop ends within `app.server.shutdown_timeout_ms` + this (§17; the CLI's hard-exit timer
- * is armed for as long). The click log and the counters retry their last writes, while the database
- * refuses, for what is left of it.
+ * A graceful stop ends within `app.server.shutdown_timeout_ms` + this (the CLI's hard-exit timer is
+ * armed for as long; README.md, "Stopping"). The click log retries its last writes (the clicks and
+ * their counts), while the database refuses, for what is left of it.
  */
 const STOP_SLACK_MS = 1000;
-/**
- * Kept, of a stop's budget, for what follows the click log: the counters, the last sightings,
- * leadership, storage, exit.
- */
-const AFTER_CLICK_LOG_MS = 600;
-/** Kept, of a stop's budget, for what follows the counters: the last sightings, leadership, storage, exit. */
-const AFTER_COUNTERS_MS = 300;
+/** Kept, of a stop's budget, for what follows the click log: the last sightings, leadership, storage, exit. */
+const AFTER_CLICK_LOG_MS = 300;
 /** Kept, of a stop's budget, for what follows the last sightings: leadership, storage, the log, exit. */
 const AFTER_SIGHTINGS_MS = 200;
 /** A failed start undoes what it made with no stop deadline: the click log's retries are this long. */
@@ -253,8 +248,8 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       clock,
       cacheMaxEntries: config.cache.max_entries,
       cacheTtlMs: config.cache.ttl_ms,
-      // With a stats.flush task the scheduler persists counters; without one the service does, each second.
-      flushIntervalMs: Object.values(config.cron.tasks).some((t) => t.kind === 'stats.flush' && t.enabled)
+      // With a stats.flush task the scheduler reads the daily caps back; without one the service does, each second.
+      capsIntervalMs: Object.values(config.cron.tasks).some((t) => t.kind === 'stats.flush' && t.enabled)
         ? 0
         : 1000,
     });
@@ -288,6 +283,8 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       store: storage.clicks,
       logger,
       serverId,
+      // The counters are written with the clicks that made them, batch by batch.
+      counts: routing.counters,
       bufferMax: config.clicks.buffer_max,
       flushIntervalMs: writes.timerMs,
       clock,
@@ -352,27 +349,23 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     // Before the first click: the windows other nodes (or this node's last run) opened are loaded.
     await uniquenessExchange.start();
     // The stop's database writes, one after another in the order of what they keep: the click log
-    // (the answered clicks), the counters, then the last sightings (the stack unwinds the last
+    // (the answered clicks and their counts), then the last sightings (the stack unwinds the last
     // deferred first). Sightings not sent cost at most a visitor counted unique once more.
     lifecycle.defer(() => uniquenessExchange.stop(leftOfStop(AFTER_SIGHTINGS_MS)));
     telemetry.start();
     routing.start();
-    // In-flight requests are done by the time this runs: whatever they counted is persisted
-    // before storage closes, whatever became of the server's close.
-    lifecycle.defer(async () => {
-      const counts = await routing.stop(leftOfStop(AFTER_COUNTERS_MS));
-      if (counts === undefined) return;
-      lost.complete = false;
-      lost.counts_lost = counts;
-    });
+    lifecycle.defer(() => routing.stop());
     clickLog.start();
-    // After the server drained: every click answered is in the buffer by then. A database that
-    // refuses is retried for what is left of the stop's budget (a short outage costs no click).
+    // After the server drained: every click answered, and what it counted, is in the buffer by
+    // then, whatever became of the server's close. A database that refuses is retried for what is
+    // left of the stop's budget (a short outage costs no click).
     lifecycle.defer(async () => {
       const { lost: clicks } = await clickLog.stop(leftOfStop(AFTER_CLICK_LOG_MS));
-      if (clicks === 0) return;
+      const counts = routing.counters.unpersisted();
+      if (clicks === 0 && !routing.counters.pending) return;
       lost.complete = false;
       lost.clicks_lost = clicks;
+      lost.counts_lost = counts;
     });
 
     const app = createServer({ config, logger, telemetry, serverId, geo });

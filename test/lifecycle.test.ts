@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
+import { sha256Hex } from '../src/auth/index.ts';
 import { openPostgres, openSqlite, type Storage } from '../src/storage/index.ts';
 import { systemClock } from '../src/time/index.ts';
 import { CLI, runCli, START_LIMIT_MS } from './helpers/cli.ts';
@@ -660,6 +661,148 @@ describe('a stop while the database refuses every write', () => {
           assert.match(node.out(), /stopped without writing 20 answered clicks/);
         } finally {
           node.child.kill('SIGKILL');
+        }
+      } finally {
+        await made.cleanup();
+      }
+    });
+  }
+});
+
+/**
+ * A node that clicks are written by its `stats_flush` task only (every second; the click log's own
+ * timer a minute), on `backend`: its config dir, an admin token for its ACP, and how to read what
+ * its database holds (the flow's clicks and its streams' hits) from outside.
+ */
+async function killedNodeConfig(backend: 'sqlite' | 'postgres'): Promise<{
+  dir: string;
+  token: string;
+  written(): Promise<number>;
+  cleanup(): Promise<void>;
+}> {
+  const token = `slc_${'k'.repeat(32)}`;
+  const acp = `acp:\n  operators:\n    - { name: t, role: admin, token_sha256: ${sha256Hex(token)} }\n`;
+  if (backend === 'sqlite') {
+    const own = mkdtempSync(join(tmpdir(), 'sluice-killed-'));
+    const file = join(own, 'sluice.db');
+    await seedStopFlow(openSqlite(file, systemClock));
+    writeFileSync(
+      join(own, 'config.test.yml'),
+      `app:\n  server:\n    port: 0\nstorage:\n  sqlite:\n    path: ${file}\nclicks:\n  flush_interval_ms: 60000\n${acp}`,
+    );
+    return {
+      dir: own,
+      token,
+      written: async () => {
+        const raw = new DatabaseSync(file, { readOnly: true });
+        try {
+          const [row] = raw
+            .prepare('SELECT clicks + (SELECT COUNT(*) FROM clicks) AS n FROM traffic_flows')
+            .all();
+          return Number(row?.n ?? 0);
+        } finally {
+          raw.close();
+        }
+      },
+      cleanup: async () => rmSync(own, { recursive: true, force: true }),
+    };
+  }
+  const schema = testSchema();
+  const pgDir = await pgStopConfig(PG_URL, schema, TIMEOUT_MS, acp);
+  const direct = openPostgres({ url: PG_URL, poolMax: 1, schema, clock: systemClock });
+  return {
+    dir: pgDir,
+    token,
+    written: async () => {
+      const flow = await direct.flows.getBySlug('stop');
+      const logged = await direct.clicks.list({ filter: {}, limit: 1 });
+      return (flow?.clicks ?? 0) + logged.total;
+    },
+    cleanup: async () => {
+      await direct.close();
+      rmSync(pgDir, { recursive: true, force: true });
+      await dropSchema(schema);
+    },
+  };
+}
+
+describe('a node killed under load', () => {
+  for (const backend of ['sqlite', 'postgres'] as const) {
+    test(`${backend}: after a restart the flows list, the streams list and the reports agree`, async (t) => {
+      if (backend === 'postgres' && !(await pgAvailable())) return t.skip('PostgreSQL unavailable');
+      const made = await killedNodeConfig(backend);
+      try {
+        const node = await launch(process.execPath, [CLI, 'start'], { configDir: made.dir });
+        let killed = false;
+        const load = Promise.all(
+          Array.from({ length: 10 }, async () => {
+            while (!killed) {
+              try {
+                const res = await fetch(`${node.url}/go/stop`, { redirect: 'manual', headers: PERSON });
+                await res.arrayBuffer();
+              } catch {
+                // The kill.
+              }
+            }
+          }),
+        );
+        try {
+          // Under load, once something is written: counts and clicks kept apart were written apart.
+          await until('a first write', async () => (await made.written()) > 0, 30_000, 50);
+          node.child.kill('SIGKILL');
+          await node.exited;
+        } finally {
+          killed = true;
+          node.child.kill('SIGKILL');
+          await load;
+        }
+        const again = await launch(process.execPath, [CLI, 'start'], { configDir: made.dir });
+        try {
+          const call = async <T>(path: string, body: unknown): Promise<T> => {
+            const res = await fetch(again.url + path, {
+              method: 'POST',
+              headers: { authorization: `Bearer ${made.token}`, 'content-type': 'application/json' },
+              body: JSON.stringify(body),
+            });
+            assert.equal(res.status, 200, path);
+            return (await res.json()) as T;
+          };
+          const flows = await call<{ items: { id: string; clicks: number }[] }>('/acp/traffic-flows/list', {
+            filter: { slug: 'stop' },
+          });
+          const flow = flows.items[0]!;
+          const streams = await call<{ items: { hits: number }[] }>('/acp/streams/list', {
+            filter: { flow_id: flow.id },
+          });
+          const day = 86_400_000;
+          const report = (source: string) =>
+            call<{ totals: { clicks: number } }>('/acp/reports/query', {
+              from: new Date(Date.now() - day).toISOString().slice(0, 10),
+              to: new Date(Date.now() + day).toISOString().slice(0, 10),
+              filter: { flow_id: flow.id },
+              source,
+            });
+          const figures = {
+            flow_clicks: flow.clicks,
+            stream_hits: streams.items.reduce((n, s) => n + s.hits, 0),
+            report_rollups: (await report('rollups')).totals.clicks,
+            report_click_log: (await report('clicks')).totals.clicks,
+          };
+          assert.ok(figures.flow_clicks > 0, JSON.stringify(figures));
+          // They were written apart and disagreed for good (hits written, their clicks never).
+          assert.deepEqual(
+            figures,
+            {
+              flow_clicks: figures.flow_clicks,
+              stream_hits: figures.flow_clicks,
+              report_rollups: figures.flow_clicks,
+              report_click_log: figures.flow_clicks,
+            },
+            JSON.stringify(figures),
+          );
+        } finally {
+          again.child.kill('SIGTERM');
+          await again.exited;
         }
       } finally {
         await made.cleanup();

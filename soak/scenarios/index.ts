@@ -1,4 +1,5 @@
 import type { Outcome } from '../harness.ts';
+import { crash } from './crash.ts';
 import { dbOutage, hangingUpstream, leaderKill, sigterm } from './faults.ts';
 import { load } from './load.ts';
 import { memory } from './memory.ts';
@@ -17,4 +18,5 @@ export const SCENARIOS: Record<string, Scenario> = {
   sigterm: { seconds: 10, run: sigterm },
   'hanging-upstream': { seconds: 30, run: hangingUpstream },
   memory: { seconds: 600, run: memory },
+  crash: { seconds: 10, run: crash },
 };

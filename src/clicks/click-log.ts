@@ -4,6 +4,7 @@ import {
   type ClickBatch,
   type ClickRecord,
   type ClickStore,
+  type CountRows,
   clickRecordOf,
   type NewClick,
   newBatchId,
@@ -21,12 +22,36 @@ export const CLICK_BATCH_MAX_ATTEMPTS = 10;
 /** While a full buffer drops clicks, one log record says so at most this often. */
 export const OVERFLOW_REPORT_EVERY_MS = 10_000;
 
+/**
+ * What the clicks of one batch counted (the routing counters' hits, clicks, no-matches, bots,
+ * uniques and daily cap counts), cut in the same turn as the batch and written in its transaction.
+ */
+export interface CountsCut {
+  /** The counts as storage adds them; built when the batch is first sent, off the hot path. */
+  rows(): Promise<CountRows>;
+  /** Their batch was acknowledged: persisted. */
+  acked(): void;
+  /** Their batch was given up: lost. */
+  lost(): void;
+}
+
+/** Where the counts come from: cut whenever the click log cuts a batch. */
+export interface CountsSource {
+  /** What was counted since the last cut; undefined when nothing was. */
+  cut(): CountsCut | undefined;
+}
+
 export interface ClickLogOptions {
   /** Where batches go; its `batchMaxRows`, when it has one, sizes them. */
   store: Pick<ClickStore, 'insertBatch'> & Partial<Pick<ClickStore, 'batchMaxRows'>>;
   logger: Logger;
   /** This node's id, written with each batch. */
   serverId: string | null;
+  /**
+   * The counts the clicks made on the hot path, written with them: each batch carries what its
+   * clicks counted, so a crash loses clicks and counts together and they always agree.
+   */
+  counts?: CountsSource;
   /** `clicks.buffer_max`: clicks held in memory at most, buffered and cut into unacknowledged batches alike. */
   bufferMax: number;
   /** `clicks.flush_interval_ms`; 0 when something else (a task) calls {@link ClickLog.flush}. */
@@ -47,6 +72,7 @@ export type ClickLogStats = ClicksSection;
 interface Pending {
   batch: ClickBatch;
   attempts: number;
+  counts: CountsCut | undefined;
 }
 
 /**
@@ -63,6 +89,7 @@ export class ClickLog {
   readonly #store: Pick<ClickStore, 'insertBatch'>;
   readonly #log: Logger;
   readonly #serverId: string | null;
+  readonly #counts: CountsSource | undefined;
   readonly #batchMax: number;
   readonly #intervalMs: number;
   readonly #clock: Clock;
@@ -86,6 +113,7 @@ export class ClickLog {
     this.#store = opts.store;
     this.#log = opts.logger;
     this.#serverId = opts.serverId;
+    this.#counts = opts.counts;
     this.#max = opts.bufferMax;
     this.#batchMax = opts.batchMaxRows ?? opts.store.batchMaxRows ?? CLICK_BATCH_MAX_ROWS;
     this.#intervalMs = opts.flushIntervalMs;
@@ -122,6 +150,9 @@ export class ClickLog {
       return false;
     }
     this.#buf.push(click);
+    // A batch is cut whole at its size, with the counts of exactly its clicks (one array and
+    // three maps every batchMax clicks).
+    if (this.#buf.length >= this.#batchMax) this.#cut();
     return true;
   }
 
@@ -251,6 +282,7 @@ export class ClickLog {
       const p = this.#pending[0]!;
       const rows = p.batch.rows.length;
       try {
+        if (p.counts !== undefined) p.batch.counts ??= await p.counts.rows();
         await this.#store.insertBatch(p.batch);
       } catch (err) {
         this.#failed++;
@@ -263,13 +295,23 @@ export class ClickLog {
         this.#pending.shift();
         this.#held -= rows;
         this.#dropped += rows;
+        // The clicks are given up, not their counts (hits stay the clicks answered): these are
+        // sent again alone, under an id of their own, and given up in turn if refused as often.
+        const countsAlone = rows > 0 && p.counts !== undefined;
+        if (countsAlone) {
+          const batch = { id: newBatchId(), server_id: this.#serverId, rows: [], counts: p.batch.counts };
+          this.#pending.unshift({ batch, attempts: 0, counts: p.counts });
+        } else p.counts?.lost();
         this.#log.error(
           { err: this.#lastError, batch_id: p.batch.id, clicks: rows, attempts: p.attempts },
-          'click batch given up: the database refused it on every attempt; its clicks are counted as dropped',
+          countsAlone
+            ? 'click batch given up: the database refused it on every attempt; its clicks are counted as dropped, its counts sent alone'
+            : 'click batch given up: the database refused it on every attempt; its clicks and counts are dropped',
         );
         continue;
       }
       // Applied now or before (a retry of a batch whose acknowledgement was lost): written either way.
+      p.counts?.acked();
       this.#pending.shift();
       this.#held -= rows;
       this.#persisted += rows;
@@ -279,15 +321,17 @@ export class ClickLog {
     return written;
   }
 
-  /** Moves the buffer into batches of at most batchMax clicks, each with its id. */
+  /**
+   * Moves the buffer (at most batchMax clicks: {@link append} cuts at that size) into a batch with
+   * its id and the counts made since the last cut; counts alone (clicks a full buffer dropped) make
+   * a batch of no clicks.
+   */
   #cut(): void {
-    if (this.#buf.length === 0) return;
-    const buf = this.#buf;
+    const counts = this.#counts?.cut();
+    if (this.#buf.length === 0 && counts === undefined) return;
+    const rows = this.#buf;
     this.#buf = [];
-    for (let i = 0; i < buf.length; i += this.#batchMax) {
-      const rows = i === 0 && buf.length <= this.#batchMax ? buf : buf.slice(i, i + this.#batchMax);
-      this.#pending.push({ batch: { id: newBatchId(), server_id: this.#serverId, rows }, attempts: 0 });
-    }
-    this.#held += buf.length;
+    this.#pending.push({ batch: { id: newBatchId(), server_id: this.#serverId, rows }, attempts: 0, counts });
+    this.#held += rows.length;
   }
 }

@@ -10,6 +10,8 @@ export {
   ClickLog,
   type ClickLogOptions,
   type ClickLogStats,
+  type CountsCut,
+  type CountsSource,
   OVERFLOW_REPORT_EVERY_MS,
 } from './click-log.ts';
 export {

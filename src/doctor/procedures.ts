@@ -122,7 +122,8 @@ export const RISE_FACTOR = 2;
 const OVERDUE_MS = 60_000;
 /** Kinds that act on the node's own memory: on leader scope, followers never do them. */
 const PER_NODE_KINDS: Record<string, string> = {
-  'stats.flush': "followers never persist their click counters (a follower's counts would wait for its stop)",
+  'stats.flush':
+    "followers never read other nodes' daily cap counts back (their caps see only their own clicks)",
   'cache.reload': "followers' routing caches only refresh on expiry",
 };
 

@@ -1,4 +1,5 @@
-import { type CounterBatch, newBatchId } from '../storage/index.ts';
+import type { CountsCut } from '../clicks/index.ts';
+import type { CountRows } from '../storage/index.ts';
 import { TimeSlice } from '../time/index.ts';
 
 interface StreamDelta {
@@ -22,9 +23,8 @@ export interface Counts {
   uniques: number;
 }
 
-/** A batch cut from the counts and not yet acknowledged by storage, kept to be sent again as it is. */
-interface Unacked {
-  batch: CounterBatch;
+/** Counts cut from the live maps with a batch of the click log, not yet acknowledged by storage. */
+interface Held {
   streams: Map<string, StreamDelta>;
   flows: Map<string, FlowDelta>;
   /** Daily cap counts, keyed `streamId + "\u0000" + day`. */
@@ -32,20 +32,20 @@ interface Unacked {
 }
 
 /**
- * Hits, clicks, no-matches, bots and uniques counted in memory on the hot path (two Map lookups, no I/O) and handed to
- * storage in idempotent batches. A batch is cut once, with an id; a flush that fails keeps that
- * batch and sends the same batch, same id, first on the next flush, while what was counted
- * meanwhile goes into a batch of its own. So a batch whose commit went through but whose answer
- * was lost is not added twice (storage applies an id once), and nothing counted is lost.
- * Flushes must not overlap (the routing service queues them).
+ * Hits, clicks, no-matches, bots and uniques counted in memory on the hot path (two Map lookups, no
+ * I/O). They are written with the clicks they counted: the click log cuts them ({@link cut}) in
+ * the same turn as it cuts its buffer into a batch, and that batch's transaction inserts the
+ * clicks and adds their counts, under one batch id. So a crash loses clicks and their counts
+ * together, never one without the other, and the counters, the click log and its rollups agree.
+ * Counts of clicks the log dropped (a full buffer) ride with the next batch: hits stay the clicks
+ * answered.
  */
 export class ClickCounters {
   #streams = new Map<string, StreamDelta>();
   #flows = new Map<string, FlowDelta>();
   #days = new Map<string, number>();
-  #unacked: Unacked | undefined;
-  /** Counts cut from the live maps while their batch is being built (a flush yields meanwhile). */
-  #cutting: Pick<Unacked, 'streams' | 'flows' | 'days'> | undefined;
+  /** Cut with a batch of the click log and not yet acknowledged, oldest first. */
+  readonly #held = new Set<Held>();
   /** Since the process started (the system metrics sections). */
   totalHits = 0;
   totalClicks = 0;
@@ -77,12 +77,12 @@ export class ClickCounters {
     this.#days.set(key, (this.#days.get(key) ?? 0) + 1);
   }
 
-  /** Clicks on a capped stream's day not yet acknowledged by storage (an unacknowledged batch's included). */
+  /** Clicks on a capped stream's day not yet acknowledged by storage (those of batches under way included). */
   pendingDay(streamId: string, day: string): number {
     const key = `${streamId}\u0000${day}`;
-    return (
-      (this.#days.get(key) ?? 0) + (this.#cutting?.days.get(key) ?? 0) + (this.#unacked?.days.get(key) ?? 0)
-    );
+    let n = this.#days.get(key) ?? 0;
+    for (const h of this.#held) n += h.days.get(key) ?? 0;
+    return n;
   }
 
   noMatch(flowId: string, now: number): void {
@@ -113,134 +113,112 @@ export class ClickCounters {
     return f;
   }
 
-  /** Counts not yet persisted (an unacknowledged batch's included), to show alongside persisted ones. */
+  /** Counts not yet persisted (those of batches under way included), to show alongside persisted ones. */
   pendingStream(streamId: string): { hits: number; uniques: number } {
-    const parts = [
-      this.#streams.get(streamId),
-      this.#cutting?.streams.get(streamId),
-      this.#unacked?.streams.get(streamId),
-    ];
-    let hits = 0;
-    let uniques = 0;
-    for (const p of parts) {
+    const own = this.#streams.get(streamId);
+    let hits = own?.hits ?? 0;
+    let uniques = own?.uniques ?? 0;
+    for (const h of this.#held) {
+      const p = h.streams.get(streamId);
       hits += p?.hits ?? 0;
       uniques += p?.uniques ?? 0;
     }
     return { hits, uniques };
   }
 
-  pendingFlow(flowId: string): { clicks: number; no_match: number; bots: number; uniques: number } {
-    const parts = [
-      this.#flows.get(flowId),
-      this.#cutting?.flows.get(flowId),
-      this.#unacked?.flows.get(flowId),
-    ];
-    let clicks = 0;
-    let noMatch = 0;
-    let bots = 0;
-    let uniques = 0;
-    for (const p of parts) {
-      clicks += p?.clicks ?? 0;
-      noMatch += p?.noMatch ?? 0;
-      bots += p?.bots ?? 0;
-      uniques += p?.uniques ?? 0;
-    }
-    return { clicks, no_match: noMatch, bots, uniques };
+  pendingFlow(flowId: string): Counts {
+    const out = { clicks: 0, no_match: 0, bots: 0, uniques: 0 };
+    addFlow(out, this.#flows.get(flowId));
+    for (const h of this.#held) addFlow(out, h.flows.get(flowId));
+    return out;
   }
 
   /**
-   * Everything counted and not yet acknowledged by storage, summed over flows (an unacknowledged
-   * batch's included): what an exit now would lose.
+   * Everything counted and not yet acknowledged by storage, summed over flows (batches under way
+   * included): what an exit now would lose.
    */
   unpersisted(): Counts {
     const out = { clicks: 0, no_match: 0, bots: 0, uniques: 0 };
-    for (const flows of [this.#flows, this.#cutting?.flows, this.#unacked?.flows]) {
-      for (const f of flows?.values() ?? []) {
-        out.clicks += f.clicks;
-        out.no_match += f.noMatch;
-        out.bots += f.bots;
-        out.uniques += f.uniques;
-      }
-    }
+    for (const f of this.#flows.values()) addFlow(out, f);
+    for (const h of this.#held) for (const f of h.flows.values()) addFlow(out, f);
     return out;
   }
 
   get pending(): boolean {
-    return (
-      this.#unacked !== undefined || this.#streams.size > 0 || this.#flows.size > 0 || this.#days.size > 0
-    );
-  }
-
-  /** The id of the batch waiting to be sent again, if a flush failed. */
-  get unackedBatchId(): string | undefined {
-    return this.#unacked?.batch.id;
+    return this.#held.size > 0 || this.#streams.size > 0 || this.#flows.size > 0 || this.#days.size > 0;
   }
 
   /**
-   * Sends the unacknowledged batch, if any, then cuts one of everything counted since and sends
-   * it; returns the rows sent. On failure the batch that failed is kept, as it is, for the next
-   * flush, and the error is thrown.
+   * Cuts everything counted since the last cut, for the batch the click log cuts in the same turn;
+   * undefined when nothing was. The counts stay pending (shown, and read by the caps) until the
+   * batch is acknowledged or given up.
    */
-  async flush(persist: (batch: CounterBatch) => Promise<unknown>): Promise<number> {
-    let rows = 0;
-    if (this.#unacked !== undefined) rows += await this.#send(this.#unacked, persist);
-    if (this.#streams.size === 0 && this.#flows.size === 0 && this.#days.size === 0) return rows;
-    const streams = this.#streams;
-    const flows = this.#flows;
-    const days = this.#days;
+  cut(): CountsCut | undefined {
+    if (this.#streams.size === 0 && this.#flows.size === 0 && this.#days.size === 0) return undefined;
+    const held: Held = { streams: this.#streams, flows: this.#flows, days: this.#days };
     this.#streams = new Map();
     this.#flows = new Map();
     this.#days = new Map();
-    this.#cutting = { streams, flows, days };
-    // Touched streams share their last milliseconds (10,000 streams a second share ~1,000 of them):
-    // each is formatted once per flush.
-    const isos = new Map<number, string>();
-    const iso = (ms: number) => {
-      let text = isos.get(ms);
-      if (text === undefined) {
-        text = new Date(ms).toISOString();
-        isos.set(ms, text);
-      }
-      return text;
+    this.#held.add(held);
+    return {
+      rows: () => countRows(held),
+      acked: () => {
+        if (!this.#held.delete(held)) return;
+        if (held.days.size > 0) this.onDaysAcked?.(dayRows(held.days));
+      },
+      lost: () => {
+        this.#held.delete(held);
+      },
     };
-    // Built a slice at a time: 100k touched streams are tens of ms of work (#12). What is counted
-    // meanwhile goes to the fresh maps, for the next flush.
-    const slice = new TimeSlice();
-    const batch: CounterBatch = { id: newBatchId(), streams: [], flows: [] };
-    for (const [id, d] of streams) {
-      batch.streams.push({ id, hits: d.hits, uniques: d.uniques, last_hit_at: iso(d.last) });
-      if ((batch.streams.length & 255) === 0) await slice.pause();
-    }
-    for (const [id, d] of flows) {
-      batch.flows.push({
-        id,
-        clicks: d.clicks,
-        no_match: d.noMatch,
-        bots: d.bots,
-        uniques: d.uniques,
-        last_click_at: iso(d.last),
-      });
-      if ((batch.flows.length & 255) === 0) await slice.pause();
-    }
-    if (days.size > 0) {
-      batch.days = [];
-      for (const [key, clicks] of days) {
-        const at = key.indexOf('\u0000');
-        batch.days.push({ stream_id: key.slice(0, at), day: key.slice(at + 1), clicks });
-      }
-    }
-    this.#cutting = undefined;
-    return rows + (await this.#send({ batch, streams, flows, days }, persist));
   }
 
   /** Told of each acknowledged batch's daily cap counts, in the same turn as they stop being pending. */
-  onDaysAcked: ((days: NonNullable<CounterBatch['days']>) => void) | undefined;
+  onDaysAcked: ((days: { stream_id: string; day: string; clicks: number }[]) => void) | undefined;
+}
 
-  async #send(u: Unacked, persist: (batch: CounterBatch) => Promise<unknown>): Promise<number> {
-    this.#unacked = u;
-    await persist(u.batch);
-    this.#unacked = undefined;
-    if (u.batch.days !== undefined) this.onDaysAcked?.(u.batch.days);
-    return u.batch.streams.length + u.batch.flows.length + (u.batch.days?.length ?? 0);
+function addFlow(out: Counts, f: FlowDelta | undefined): void {
+  if (f === undefined) return;
+  out.clicks += f.clicks;
+  out.no_match += f.noMatch;
+  out.bots += f.bots;
+  out.uniques += f.uniques;
+}
+
+function dayRows(days: Map<string, number>): { stream_id: string; day: string; clicks: number }[] {
+  const out: { stream_id: string; day: string; clicks: number }[] = [];
+  for (const [key, clicks] of days) {
+    const at = key.indexOf('\u0000');
+    out.push({ stream_id: key.slice(0, at), day: key.slice(at + 1), clicks });
   }
+  return out;
+}
+
+/**
+ * The counts of a cut as storage adds them. Built a slice at a time, off the hot path: 100k touched
+ * streams are tens of ms of work (#12).
+ */
+async function countRows(held: Held): Promise<CountRows> {
+  // Touched streams share their last milliseconds (10,000 streams a second share ~1,000 of them):
+  // each is formatted once.
+  const isos = new Map<number, string>();
+  const iso = (ms: number) => {
+    let text = isos.get(ms);
+    if (text === undefined) {
+      text = new Date(ms).toISOString();
+      isos.set(ms, text);
+    }
+    return text;
+  };
+  const slice = new TimeSlice();
+  const out: CountRows = { streams: [], flows: [], days: [] };
+  for (const [id, d] of held.streams) {
+    out.streams.push([id, d.hits, d.uniques, iso(d.last)]);
+    if ((out.streams.length & 255) === 0) await slice.pause();
+  }
+  for (const [id, d] of held.flows) {
+    out.flows.push([id, d.clicks, d.noMatch, d.bots, d.uniques, iso(d.last)]);
+    if ((out.flows.length & 255) === 0) await slice.pause();
+  }
+  for (const d of dayRows(held.days)) out.days.push([d.stream_id, d.day, d.clicks]);
+  return out;
 }

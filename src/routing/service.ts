@@ -15,12 +15,11 @@ import type { FlowsSection, Logger, StreamsSection } from '../telemetry/index.ts
 import {
   type Clock,
   canonicalTimeZone,
-  retryUntil,
   systemClock,
   TIME_ZONE_EXPECTED,
   TimeSlice,
 } from '../time/index.ts';
-import { ClickCounters, type Counts } from './click-counters.ts';
+import { ClickCounters } from './click-counters.ts';
 import { type CompiledFlow, compileFlowSliced } from './compiled-flow.ts';
 import { DailyCaps } from './daily-caps.ts';
 import { count, FLOW_LIMITS, ruleValueCount } from './limits.ts';
@@ -35,8 +34,11 @@ export interface RoutingOptions {
   logger: Logger;
   cacheMaxEntries: number;
   cacheTtlMs: number;
-  /** How often counters are persisted by the service itself; 0 when a `stats.flush` task does it. */
-  flushIntervalMs?: number;
+  /**
+   * How often the service reads every node's daily cap counts itself; 0 when a `stats.flush` task
+   * does it (after writing the click log, which carries the counts).
+   */
+  capsIntervalMs?: number;
   /**
    * How often totals for the system metrics sections are re-read (an O(1) read of the `totals`
    * table). A change made through any node's ACP is seen at once (its own, or the others'
@@ -70,7 +72,7 @@ export class RoutingService {
   readonly slugMisses = new SlugMisses();
   readonly #storage: Storage;
   readonly #log: Logger;
-  readonly #flushMs: number;
+  readonly #capsMs: number;
   readonly #aggregatesMs: number;
   readonly #clock: Clock;
   #aggregates: Aggregates = ZERO;
@@ -78,7 +80,7 @@ export class RoutingService {
   /**
    * The totals read again in the background: at once when none is under way, else once more after
    * it, and never two within {@link REFRESH_GAP_MS}. However many writes, notices and timer ticks
-   * ask, and however slow the database, at most one read is queued (beside the counter flushes,
+   * ask, and however slow the database, at most one read is queued (beside the caps refreshes,
    * which share the queue) and a node reads at most four times a second.
    */
   readonly #refreshSoon = coalesced(
@@ -116,7 +118,7 @@ export class RoutingService {
   constructor(opts: RoutingOptions) {
     this.#storage = opts.storage;
     this.#log = opts.logger;
-    this.#flushMs = opts.flushIntervalMs ?? 1000;
+    this.#capsMs = opts.capsIntervalMs ?? 1000;
     this.#aggregatesMs = opts.aggregatesIntervalMs ?? 2_000;
     this.#clock = opts.clock ?? systemClock;
     this.cache = new RoutingCache({
@@ -149,7 +151,7 @@ export class RoutingService {
     } catch (err) {
       this.#log.warn(
         { err: (err as Error).message },
-        'reading daily cap counts failed; read again after the next flush',
+        'reading daily cap counts failed; read again at the next refresh',
       );
     }
   }
@@ -202,7 +204,7 @@ export class RoutingService {
     return compiled;
   }
 
-  /** Starts the periodic flush and totals refresh; background work logs its failures, never throws. */
+  /** Starts the periodic caps and totals refresh; background work logs its failures, never throws. */
   start(): void {
     this.#refreshSoon();
     const every = (ms: number, fn: () => Promise<unknown>) => {
@@ -210,57 +212,38 @@ export class RoutingService {
       t.unref();
       this.#timers.push(t);
     };
-    if (this.#flushMs > 0) every(this.#flushMs, () => this.flush());
+    if (this.#capsMs > 0) every(this.#capsMs, () => this.refreshCaps());
     every(this.#aggregatesMs, async () => this.#refreshSoon());
   }
 
   /**
-   * Stops the timers and persists what is still counted (graceful stop), retrying while the
-   * database refuses for up to `retryMs`; what it then could not write is lost, logged so, and
-   * returned (undefined when everything was written).
+   * Stops the timers. What was counted is written with the clicks it counted, by the click log's
+   * stop (see {@link ClickCounters}).
    */
-  async stop(retryMs = 0): Promise<Counts | undefined> {
+  stop(): void {
     this.#stopped = true;
     for (const t of this.#timers) clearInterval(t);
     this.#timers = [];
-    const failed = await retryUntil(() => this.persistCounters(), this.#clock, retryMs);
-    if (failed === undefined) return undefined;
-    const lost = this.counters.unpersisted();
-    this.#log.error(
-      { err: (failed.error as Error).message, ...lost },
-      'counters not persisted at the stop: the database refused them until the stop timed out; these counts are lost',
-    );
-    return lost;
   }
 
-  /** Persists counted hits and clicks (one flush at a time); a failure keeps them and is thrown. */
-  persistCounters(): Promise<number> {
+  /**
+   * Reads every capped stream's clicks of its day, as every node has written them (other nodes'
+   * clicks on capped streams arrive here); a failure is logged, never thrown.
+   */
+  refreshCaps(): Promise<void> {
     return this.#queue(async () => {
-      const rows = await this.counters.flush((batch) => this.#storage.addCounters(batch));
-      // Other nodes' clicks on capped streams arrive here, once a flush interval.
       try {
         await this.caps.refresh(this.#storage, this.#clock.now());
       } catch (err) {
         this.#log.warn(
           { err: (err as Error).message },
-          'reading daily cap counts failed; read again after the next flush',
+          'reading daily cap counts failed; read again at the next refresh',
         );
       }
-      return rows;
     });
   }
 
-  /** {@link persistCounters} for background use: a failure is logged, never thrown. */
-  async flush(): Promise<number> {
-    try {
-      return await this.persistCounters();
-    } catch (err) {
-      this.#log.warn({ err: (err as Error).message }, 'counter flush failed; counts kept for the next flush');
-      return 0;
-    }
-  }
-
-  /** Reads the totals now (queued behind a flush under way); the background asks {@link #refreshSoon}. */
+  /** Reads the totals now (queued behind a caps refresh under way); the background asks {@link #refreshSoon}. */
   refreshAggregates(): Promise<void> {
     return this.#queue(async () => {
       try {

@@ -50,9 +50,18 @@ export class BatchStatement {
     }
     this.columns = Object.freeze([...spec.columns]);
     this.sqlite = spec.sqlite;
-    const values = spec.columns.map((t, i) => `(e->>${i})::${t}`).join(', ');
-    this.postgres = parts.join(`(SELECT ${values} FROM jsonb_array_elements(?::jsonb) AS e)`);
+    this.postgres = parts.join(jsonRows(spec.columns));
   }
+}
+
+/**
+ * PostgreSQL: a relation of the rows given as one parameter (`?`, their {@link batchJson} text)
+ * with these column types: what a {@link BatchStatement}'s `{rows}` becomes, for a statement that
+ * reads several batches.
+ */
+export function jsonRows(columns: readonly BatchColumnType[]): string {
+  const values = columns.map((t, i) => `(e->>${i})::${t}`).join(', ');
+  return `(SELECT ${values} FROM jsonb_array_elements(?::jsonb) AS e)`;
 }
 
 /**

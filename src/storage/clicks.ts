@@ -1,7 +1,8 @@
 import { ApiError } from '../errors/index.ts';
 import { TimeSlice } from '../time/index.ts';
-import { type BatchColumnType, type BatchRow, BatchStatement } from './batch.ts';
+import { type BatchColumnType, type BatchRow, BatchStatement, batchJson, jsonRows } from './batch.ts';
 import type { BatchGuard } from './batch-guard.ts';
+import { PG_COUNT_CTES, pgCountParams, writeCounts } from './counters.ts';
 import { fromMicros, toMicros } from './money.ts';
 import { decodeCursor, encodeCursor } from './paging.ts';
 import { deleteInChunks, type Row, type SqlExecutor, type SqlReader, toIso } from './sql.ts';
@@ -294,17 +295,16 @@ const HOUR_ROLLUP = new BatchStatement({
 });
 
 /**
- * PostgreSQL: a batch's clicks and their rollups in one statement that reads the batch once, the
- * rollups summed by the database (the same sums as {@link HourRollup}, which SQLite's writer
- * thread adds up in JavaScript). Summing them in the node cost it ~1 µs of CPU a click and a second
- * JSON text as long as the first when a batch's clicks spread over many flows and countries
- * (docs/PERFORMANCE.md). The rollup rows are upserted in key order, as two nodes' batches may touch
- * the same rows. The statement's row count is the clicks inserted (the CTE's rows are not counted).
+ * PostgreSQL: a batch's clicks, their rollups and their counts in one statement that reads the
+ * batch once, the rollups summed by the database (the same sums as {@link HourRollup}, which
+ * SQLite's writer thread adds up in JavaScript). Summing them in the node cost it ~1 µs of CPU a
+ * click and a second JSON text as long as the first when a batch's clicks spread over many flows
+ * and countries (docs/PERFORMANCE.md). The rollup rows are upserted in key order, as two nodes'
+ * batches may touch the same rows; the counters are added as the counter flush adds them
+ * ({@link PG_COUNT_CTES}). Parameters: the clicks, then the counts' three. The statement's row
+ * count is the clicks inserted (the CTEs' rows are not counted).
  */
-const INSERT_CLICKS_AND_ROLLUPS = new BatchStatement({
-  columns: INSERT_COLUMNS.map(([, t]) => t),
-  sqlite: null,
-  postgres: `WITH r AS MATERIALIZED (SELECT * FROM {rows} AS r (${NAMES})),
+const INSERT_CLICKS_COUNTS_AND_ROLLUPS = `WITH r AS MATERIALIZED (SELECT * FROM ${jsonRows(INSERT_COLUMNS.map(([, t]) => t))} AS r (${NAMES})),
     sums AS (
       INSERT INTO report_hours AS t (${ROLLUP_KEY}, ${ROLLUP_SUMS.join(', ')})
       SELECT date_trunc('hour', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', flow_id,
@@ -316,9 +316,9 @@ const INSERT_CLICKS_AND_ROLLUPS = new BatchStatement({
         SUM(cost_micros)
       FROM r GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9 ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9
       ON CONFLICT (${ROLLUP_KEY}) DO UPDATE SET ${ROLLUP_SUMS.map((c) => `${c} = t.${c} + excluded.${c}`).join(', ')}
-    )
-    INSERT INTO clicks (${NAMES}) SELECT * FROM r ON CONFLICT (click_id) DO NOTHING`,
-});
+    ),
+    ${PG_COUNT_CTES}
+    INSERT INTO clicks (${NAMES}) SELECT * FROM r ON CONFLICT (click_id) DO NOTHING`;
 
 const HOUR_MS = 3_600_000;
 /**
@@ -438,15 +438,16 @@ export class SqlClicks implements ClickStore {
   }
 
   async insertBatch(batch: ClickBatch): Promise<BatchResult> {
-    if (batch.rows.length === 0) return { applied: true, rows: 0 };
+    const counts = batch.counts;
+    if (batch.rows.length === 0 && counts === undefined) return { applied: true, rows: 0 };
     if (this.#writer !== undefined) return this.#writer.insertBatch(batch);
     let written = 0;
-    // The rollups go in the same transaction and under the same guard: a batch sent again adds
-    // neither clicks nor sums twice.
+    // The rollups and the counts go in the same transaction and under the same guard: a batch
+    // sent again adds neither clicks, sums nor counts twice, and a crash loses all or none of them.
     if (this.#x.dialect === 'postgres') {
-      const rows = await batchRows(batch, undefined);
+      const params = [await batchJson(await batchRows(batch, undefined)), ...(await pgCountParams(counts))];
       const applied = await this.#guard.once(batch.id, 'clicks', async (tx) => {
-        written = await tx.batch(INSERT_CLICKS_AND_ROLLUPS, rows);
+        written = await tx.run(INSERT_CLICKS_COUNTS_AND_ROLLUPS, params);
       });
       return { applied, rows: written };
     }
@@ -456,6 +457,7 @@ export class SqlClicks implements ClickStore {
     const applied = await this.#guard.once(batch.id, 'clicks', async (tx) => {
       written = await tx.batch(INSERT_CLICKS, rows);
       await tx.batch(HOUR_ROLLUP, hours);
+      if (counts !== undefined) await writeCounts(tx, counts);
     });
     return { applied, rows: written };
   }

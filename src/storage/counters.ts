@@ -1,8 +1,8 @@
 import { TimeSlice } from '../time/index.ts';
-import { BatchStatement } from './batch.ts';
+import { type BatchColumnType, BatchStatement, batchJson, jsonRows } from './batch.ts';
 import type { BatchGuard } from './batch-guard.ts';
 import { type SqlExecutor, toNum } from './sql.ts';
-import type { CounterBatch } from './types.ts';
+import type { CounterBatch, CountRows } from './types.ts';
 
 // The latest timestamp wins: an older batch (a slow node's) never moves `last_*_at` back.
 // On PostgreSQL the rows are locked in id order first (the sorted subquery), whatever plan the
@@ -12,44 +12,82 @@ import type { CounterBatch } from './types.ts';
 // anyway, so foreign-key checks (a stream created in a counted flow) do not wait for the flush.
 // Ids that match no row (a stream or flow deleted since it was counted) simply join nothing.
 
-const STREAM_HITS = new BatchStatement({
-  columns: ['text', 'bigint', 'bigint', 'timestamptz'],
-  sqlite: `UPDATE streams SET hits = hits + ?2, uniques = uniques + ?3,
-      last_hit_at = CASE WHEN last_hit_at IS NULL OR last_hit_at < ?4 THEN ?4 ELSE last_hit_at END
-    WHERE id = ?1`,
-  postgres: `UPDATE streams AS t SET hits = t.hits + v.hits, uniques = t.uniques + v.uniques,
-      last_hit_at = CASE WHEN t.last_hit_at IS NULL OR t.last_hit_at < v.at THEN v.at ELSE t.last_hit_at END
-    FROM (SELECT r.id, r.hits, r.uniques, r.at FROM {rows} AS r (id, hits, uniques, at)
-          JOIN streams AS s ON s.id = r.id ORDER BY s.id FOR NO KEY UPDATE OF s) AS v
-    WHERE t.id = v.id`,
-});
+const STREAM_COLUMNS: BatchColumnType[] = ['text', 'bigint', 'bigint', 'timestamptz'];
+const FLOW_COLUMNS: BatchColumnType[] = ['text', 'bigint', 'bigint', 'bigint', 'bigint', 'timestamptz'];
+const DAY_COLUMNS: BatchColumnType[] = ['text', 'text', 'bigint'];
 
-const FLOW_CLICKS = new BatchStatement({
-  columns: ['text', 'bigint', 'bigint', 'bigint', 'bigint', 'timestamptz'],
-  sqlite: `UPDATE traffic_flows SET clicks = clicks + ?2, no_match = no_match + ?3, bots = bots + ?4,
-      uniques = uniques + ?5,
-      last_click_at = CASE WHEN last_click_at IS NULL OR last_click_at < ?6 THEN ?6 ELSE last_click_at END
-    WHERE id = ?1`,
-  postgres: `UPDATE traffic_flows AS t SET clicks = t.clicks + v.clicks, no_match = t.no_match + v.no_match,
+/** PostgreSQL: the stream increments read from `rows`, a relation of (id, hits, uniques, at). */
+const pgStreamHits = (
+  rows: string,
+) => `UPDATE streams AS t SET hits = t.hits + v.hits, uniques = t.uniques + v.uniques,
+      last_hit_at = CASE WHEN t.last_hit_at IS NULL OR t.last_hit_at < v.at THEN v.at ELSE t.last_hit_at END
+    FROM (SELECT r.id, r.hits, r.uniques, r.at FROM ${rows} AS r (id, hits, uniques, at)
+          JOIN streams AS s ON s.id = r.id ORDER BY s.id FOR NO KEY UPDATE OF s) AS v
+    WHERE t.id = v.id`;
+
+const pgFlowClicks = (
+  rows: string,
+) => `UPDATE traffic_flows AS t SET clicks = t.clicks + v.clicks, no_match = t.no_match + v.no_match,
       bots = t.bots + v.bots, uniques = t.uniques + v.uniques,
       last_click_at = CASE WHEN t.last_click_at IS NULL OR t.last_click_at < v.at THEN v.at ELSE t.last_click_at END
     FROM (SELECT r.id, r.clicks, r.no_match, r.bots, r.uniques, r.at
-          FROM {rows} AS r (id, clicks, no_match, bots, uniques, at)
+          FROM ${rows} AS r (id, clicks, no_match, bots, uniques, at)
           JOIN traffic_flows AS f ON f.id = r.id ORDER BY f.id FOR NO KEY UPDATE OF f) AS v
-    WHERE t.id = v.id`,
-});
+    WHERE t.id = v.id`;
 
 // Daily cap counts (§13): added per (stream, day), created on first use. Rows are merged per key
 // first (one statement may not touch a row twice); PostgreSQL inserts in key order, so two nodes'
 // batches lock the same rows in the same order.
+const pgStreamDays = (rows: string) => `INSERT INTO stream_days AS t (stream_id, day, clicks)
+    SELECT r.stream_id, r.day, r.clicks FROM ${rows} AS r (stream_id, day, clicks) ORDER BY r.stream_id, r.day
+    ON CONFLICT (stream_id, day) DO UPDATE SET clicks = t.clicks + excluded.clicks`;
+
+const STREAM_HITS = new BatchStatement({
+  columns: STREAM_COLUMNS,
+  sqlite: `UPDATE streams SET hits = hits + ?2, uniques = uniques + ?3,
+      last_hit_at = CASE WHEN last_hit_at IS NULL OR last_hit_at < ?4 THEN ?4 ELSE last_hit_at END
+    WHERE id = ?1`,
+  postgres: pgStreamHits('{rows}'),
+});
+
+const FLOW_CLICKS = new BatchStatement({
+  columns: FLOW_COLUMNS,
+  sqlite: `UPDATE traffic_flows SET clicks = clicks + ?2, no_match = no_match + ?3, bots = bots + ?4,
+      uniques = uniques + ?5,
+      last_click_at = CASE WHEN last_click_at IS NULL OR last_click_at < ?6 THEN ?6 ELSE last_click_at END
+    WHERE id = ?1`,
+  postgres: pgFlowClicks('{rows}'),
+});
+
 const STREAM_DAYS = new BatchStatement({
-  columns: ['text', 'text', 'bigint'],
+  columns: DAY_COLUMNS,
   sqlite: `INSERT INTO stream_days (stream_id, day, clicks) VALUES (?1, ?2, ?3)
     ON CONFLICT (stream_id, day) DO UPDATE SET clicks = clicks + excluded.clicks`,
-  postgres: `INSERT INTO stream_days AS t (stream_id, day, clicks)
-    SELECT r.stream_id, r.day, r.clicks FROM {rows} AS r (stream_id, day, clicks) ORDER BY r.stream_id, r.day
-    ON CONFLICT (stream_id, day) DO UPDATE SET clicks = t.clicks + excluded.clicks`,
+  postgres: pgStreamDays('{rows}'),
 });
+
+/**
+ * PostgreSQL: the three counter statements as data-modifying CTEs of a click batch's statement
+ * (`WITH …, <these>, … INSERT INTO clicks …`), their rows read from three `?` parameters in the
+ * order streams, flows, days (each {@link batchJson} text): a batch's clicks and counts are one
+ * statement, one round trip.
+ */
+export const PG_COUNT_CTES = `counted_streams AS (${pgStreamHits(jsonRows(STREAM_COLUMNS))}),
+    counted_flows AS (${pgFlowClicks(jsonRows(FLOW_COLUMNS))}),
+    counted_days AS (${pgStreamDays(jsonRows(DAY_COLUMNS))})`;
+
+/** The parameters of {@link PG_COUNT_CTES}, in their order. */
+export async function pgCountParams(c: CountRows | undefined): Promise<string[]> {
+  if (c === undefined) return ['[]', '[]', '[]'];
+  return [await batchJson(c.streams), await batchJson(c.flows), await batchJson(c.days)];
+}
+
+/** Adds counter rows inside the caller's transaction, one batch statement per kind that has rows. */
+export async function writeCounts(tx: SqlExecutor, c: CountRows): Promise<void> {
+  await tx.batch(STREAM_HITS, c.streams);
+  await tx.batch(FLOW_CLICKS, c.flows);
+  await tx.batch(STREAM_DAYS, c.days);
+}
 
 /**
  * Adds a batch of counter deltas in one transaction: the batch's guard row, then at most three batch
@@ -99,11 +137,9 @@ export async function addCounters(guard: BatchGuard, batch: CounterBatch): Promi
     else row[2] += d.clicks;
   }
   if (streams.size === 0 && flows.size === 0 && days.size === 0) return true;
-  return guard.once(batch.id, 'counters', async (tx) => {
-    await tx.batch(STREAM_HITS, [...streams.values()]);
-    await tx.batch(FLOW_CLICKS, [...flows.values()]);
-    if (days.size > 0) await tx.batch(STREAM_DAYS, [...days.values()]);
-  });
+  return guard.once(batch.id, 'counters', (tx) =>
+    writeCounts(tx, { streams: [...streams.values()], flows: [...flows.values()], days: [...days.values()] }),
+  );
 }
 
 /** Clicks counted on (stream, day) pairs, keyed `stream_id + "\u0000" + day`; pairs with none are absent. */

@@ -306,11 +306,33 @@ export interface ClickRecord extends SubIds {
   server_id: string | null;
 }
 
-/** Clicks cut from the buffer as one idempotent batch: `id` from `newBatchId`, kept across retries. */
+/**
+ * Clicks cut from the buffer as one idempotent batch: `id` from `newBatchId`, kept across retries.
+ * `counts`: what those clicks counted (the routing counters), added in the same transaction, so a
+ * batch writes its clicks and their counts together or neither.
+ */
 export interface ClickBatch {
   id: string;
   server_id: string | null;
   rows: readonly NewClick[];
+  counts?: CountRows;
+}
+
+/**
+ * Counter increments as the counter statements take them: one row per stream, per flow, and per
+ * (capped stream, local day), each key once.
+ */
+export interface CountRows {
+  streams: [id: string, hits: number, uniques: number, last_hit_at: string][];
+  flows: [
+    id: string,
+    clicks: number,
+    no_match: number,
+    bots: number,
+    uniques: number,
+    last_click_at: string,
+  ][];
+  days: [stream_id: string, day: string, clicks: number][];
 }
 
 /** What applying a batch did: `applied` false when its id had been applied before (nothing written). */

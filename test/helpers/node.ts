@@ -180,3 +180,14 @@ export function probeNodeYaml(url: string, opts: { prometheus?: boolean } = {}):
     '',
   ].join('\n');
 }
+
+/**
+ * Writes what a node counted now, as its `stats.flush` task does: the click log (which carries the
+ * counts with their clicks), then every node's daily cap counts read back. A refusing database
+ * throws, the counts kept for the next time.
+ */
+export async function persistCounts(node: SluiceNode): Promise<number> {
+  const clicks = await node.clickLog.persist();
+  await node.routing.refreshCaps();
+  return clicks;
+}

@@ -122,7 +122,7 @@ describe('the fast path answers exactly what the fastify route answers', () => {
       }),
       cacheMaxEntries: 100,
       cacheTtlMs: 600_000,
-      flushIntervalMs: 0,
+      capsIntervalMs: 0,
     });
     for (const [name, side] of Object.entries(sides)) {
       const logger = createLogger({

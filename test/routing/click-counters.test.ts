@@ -1,14 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ClickCounters } from '../../src/routing/index.ts';
-import type { CounterBatch } from '../../src/storage/index.ts';
 
-const rows = (b: CounterBatch) => ({
-  streams: b.streams.map((s) => [s.id, s.hits, s.last_hit_at]).sort(),
-  flows: b.flows.map((f) => [f.id, f.clicks, f.no_match, f.last_click_at]),
-});
-
-test('counts batch up; a failed batch is sent again as it was, same id, and new counts go to a new batch', async () => {
+test('a cut takes what was counted since the last one; it stays pending until acknowledged or lost', async () => {
   const c = new ClickCounters();
   for (let i = 0; i < 5; i++) c.hit('f1', 's1', 1000 + i);
   c.hit('f1', 's2', 2000);
@@ -16,66 +10,39 @@ test('counts batch up; a failed batch is sent again as it was, same id, and new 
   assert.equal(c.pendingStream('s1').hits, 5);
   assert.deepEqual(c.pendingFlow('f1'), { clicks: 6, no_match: 1, bots: 0, uniques: 0 });
 
-  const sent: CounterBatch[] = [];
-  await assert.rejects(
-    c.flush(async (b) => {
-      sent.push(structuredClone(b));
-      c.hit('f1', 's1', 4000); // counted while the failing flush was in flight
-      throw new Error('db down');
-    }),
-    /db down/,
-  );
-  assert.equal(c.pendingStream('s1').hits, 6, 'the failed batch and what came meanwhile are both pending');
+  const first = c.cut()!;
+  c.hit('f1', 's1', 4000); // counted while the first cut's batch is under way
+  assert.equal(c.pendingStream('s1').hits, 6, 'the cut and what came since are both pending');
   assert.deepEqual(c.pendingFlow('f1'), { clicks: 7, no_match: 1, bots: 0, uniques: 0 });
-  // What a stop that cannot write would lose: every flow's, the unacknowledged batch's included.
+  // What a stop that cannot write would lose: every flow's, the cut's included.
   assert.deepEqual(c.unpersisted(), { clicks: 7, no_match: 1, bots: 0, uniques: 0 });
-  assert.equal(c.unackedBatchId, sent[0]!.id);
 
-  // The next flush fails again on the retried batch: the newer counts are not even cut yet.
-  await assert.rejects(
-    c.flush(async (b) => {
-      sent.push(structuredClone(b));
-      throw new Error('still down');
-    }),
-    /still down/,
+  const rows = await first.rows();
+  assert.deepEqual(
+    { ...rows, streams: rows.streams.sort() },
+    {
+      streams: [
+        ['s1', 5, 0, new Date(1004).toISOString()],
+        ['s2', 1, 0, new Date(2000).toISOString()],
+      ],
+      flows: [['f1', 6, 1, 0, 0, new Date(3000).toISOString()]],
+      days: [],
+    },
   );
-  assert.equal(sent.length, 2);
-  assert.deepEqual(sent[1], sent[0], 'the same batch, same id, same rows');
+  const second = c.cut()!;
+  assert.deepEqual((await second.rows()).flows, [['f1', 1, 0, 0, 0, new Date(4000).toISOString()]]);
+  assert.equal(c.cut(), undefined, 'nothing counted since');
 
-  const flushed: CounterBatch[] = [];
-  assert.equal(
-    await c.flush(async (b) => {
-      flushed.push(b);
-    }),
-    2 + 1 + 1 + 1,
-  );
-  assert.equal(await c.flush(async () => assert.fail('nothing left to flush')), 0);
+  first.acked();
+  assert.deepEqual(c.pendingFlow('f1'), { clicks: 1, no_match: 0, bots: 0, uniques: 0 });
+  second.lost();
   assert.equal(c.pending, false);
   assert.deepEqual(
     c.unpersisted(),
     { clicks: 0, no_match: 0, bots: 0, uniques: 0 },
     'not the totals since start',
   );
-  assert.equal(c.totalHits, 7);
-  assert.equal(c.unackedBatchId, undefined);
-  assert.equal(flushed.length, 2);
-  const [retried, fresh] = flushed as [CounterBatch, CounterBatch];
-  assert.deepEqual(retried, sent[0]);
-  assert.deepEqual(rows(retried), {
-    streams: [
-      ['s1', 5, new Date(1004).toISOString()],
-      ['s2', 1, new Date(2000).toISOString()],
-    ],
-    flows: [['f1', 6, 1, new Date(3000).toISOString()]],
-  });
-  assert.notEqual(fresh.id, retried.id);
-  assert.deepEqual(rows(fresh), {
-    streams: [['s1', 1, new Date(4000).toISOString()]],
-    flows: [['f1', 1, 0, new Date(4000).toISOString()]],
-  });
-  assert.equal(c.totalHits, 7);
-  assert.equal(c.totalClicks, 7);
-  assert.equal(c.totalNoMatch, 1);
+  assert.deepEqual([c.totalHits, c.totalClicks, c.totalNoMatch], [7, 7, 1]);
 });
 
 test('unpersisted sums every flow: clicks, no-matches and bots not yet acknowledged', async () => {
@@ -85,7 +52,21 @@ test('unpersisted sums every flow: clicks, no-matches and bots not yet acknowled
   c.bot('f2', 3);
   c.bot('f3', 4);
   assert.deepEqual(c.unpersisted(), { clicks: 1, no_match: 1, bots: 2, uniques: 1 });
-  await c.flush(async () => {});
+  c.cut()!.acked();
   assert.deepEqual(c.unpersisted(), { clicks: 0, no_match: 0, bots: 0, uniques: 0 });
   assert.deepEqual([c.totalClicks, c.totalBots], [1, 2]);
+});
+
+test("a capped stream's day counts stay pending until their cut is acknowledged, then are told", () => {
+  const c = new ClickCounters();
+  const told: unknown[] = [];
+  c.onDaysAcked = (days) => told.push(...days);
+  c.dayHit('s1', '2026-01-02');
+  c.dayHit('s1', '2026-01-02');
+  const cut = c.cut()!;
+  c.dayHit('s1', '2026-01-02');
+  assert.equal(c.pendingDay('s1', '2026-01-02'), 3);
+  cut.acked();
+  assert.equal(c.pendingDay('s1', '2026-01-02'), 1);
+  assert.deepEqual(told, [{ stream_id: 's1', day: '2026-01-02', clicks: 2 }]);
 });

@@ -70,7 +70,7 @@ describe('two nodes on one PostgreSQL', { skip }, () => {
           fetch(`${b.url}/go/shared`, { redirect: 'manual', headers: PERSON }).then((r) => r.arrayBuffer()),
         ),
       ]);
-      await Promise.all([a.node.routing.flush(), b.node.routing.flush()]);
+      await Promise.all([a.node.clickLog.flush(), b.node.clickLog.flush()]);
       const got = await a.node.storage.streams.get(stream.id);
       // Every look on b (however many polls the change took to arrive) plus 2N.
       assert.equal(got?.hits, 2 * N + looks);
@@ -216,7 +216,7 @@ describe('PostgreSQL down and back', { skip }, () => {
       const cold = await fetch(`${t.url}/go/never-cached`, { redirect: 'manual', headers: PERSON });
       assert.equal(cold.status, 503);
       await cold.arrayBuffer();
-      await t.node.routing.flush(); // fails, keeps the counts
+      await t.node.clickLog.flush(); // fails, keeps the counts
       assert.equal(t.node.storage.stats().status, 'down');
 
       await proxy.up();
@@ -224,7 +224,7 @@ describe('PostgreSQL down and back', { skip }, () => {
       const list = await t.acp('/acp/traffic-flows/list', admin, {});
       assert.equal(list.status, 200);
       await list.arrayBuffer();
-      await t.node.routing.flush();
+      await t.node.clickLog.flush();
       assert.equal(
         (await t.node.storage.flows.get(flow.id))?.clicks,
         6,

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
-import type { TestNode } from '../helpers/node.ts';
-import { startTestNode } from '../helpers/node.ts';
+import { persistCounts, startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
 import { BACKENDS } from '../storage/backends.ts';
 
@@ -63,7 +62,7 @@ for (const backend of BACKENDS) {
       const seen = [];
       for (let i = 0; i < 2; i++) seen.push(await where(t, 'cap-one'));
       // Persisted and read back, then the flow compiled afresh: the two clicks are still counted.
-      await t.node.routing.persistCounters();
+      await persistCounts(t.node);
       t.node.routing.cache.invalidate('cap-one');
       for (let i = 0; i < 3; i++) seen.push(await where(t, 'cap-one'));
       assert.deepEqual(seen, [
@@ -129,13 +128,13 @@ describe('a daily cap shared by two nodes on one PostgreSQL (§13)', { skip: ski
     await cappedFlow(a, token, 'cap-two', 3);
     assert.equal(await where(a, 'cap-two'), 'https://capped.test/');
     assert.equal(await where(a, 'cap-two'), 'https://capped.test/');
-    await a.node.routing.persistCounters();
+    await persistCounts(a.node);
     // b learns a's two clicks with its own next flush.
-    await b.node.routing.persistCounters();
+    await persistCounts(b.node);
     assert.equal(await where(b, 'cap-two'), 'https://capped.test/');
     assert.equal(await where(b, 'cap-two'), 'https://rest.test/');
-    await b.node.routing.persistCounters();
-    await a.node.routing.persistCounters();
+    await persistCounts(b.node);
+    await persistCounts(a.node);
     assert.equal(await where(a, 'cap-two'), 'https://rest.test/');
   });
 });

@@ -108,7 +108,7 @@ for (const backend of BACKENDS) {
         assert.equal(body.error.code, 'resource.not_found');
         assert.equal(t.logs.apiErrors(res.headers.get('x-request-id')!).length, 1);
       }
-      await t.node.routing.flush();
+      await t.node.clickLog.flush();
       const list = await call<{ items: FlowRecord[] }>(
         '/acp/traffic-flows/list',
         { filter: { slug: 'picky' } },
@@ -142,7 +142,7 @@ for (const backend of BACKENDS) {
       const N = 200;
       const res = await Promise.all(Array.from({ length: N }, () => go('busy')));
       assert.ok(res.every((r) => r.status === 302));
-      await t.node.routing.flush();
+      await t.node.clickLog.flush();
       const page = await call<{ items: StreamRecord[]; total: number }>(
         '/acp/streams/list',
         { filter: { flow_id: flow.id }, sort: { by: 'hits', order: 'desc' } },
@@ -491,7 +491,7 @@ for (const backend of BACKENDS) {
         [mixed.ids[0], only.ids[0], hostMacro.ids[0]].sort(),
       );
 
-      await t.node.routing.flush();
+      await t.node.clickLog.flush();
       const hits = async (id: string) => (await t.node.storage.streams.get(id))?.hits;
       assert.equal(await hits(mixed.ids[0]!), 0);
       assert.equal(await hits(mixed.ids[1]!), 1);

@@ -41,7 +41,7 @@ describe('routing service: notices that may have been missed', () => {
       logger: createLogger({ level: 'info', name: 'sluice', serverId: 'n1', destination: new LogCapture() }),
       cacheMaxEntries: 100,
       cacheTtlMs: 600_000,
-      flushIntervalMs: 0,
+      capsIntervalMs: 0,
     });
     for (const slug of ['a', 'b', 'c']) {
       await storage.flows.create({

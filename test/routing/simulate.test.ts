@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Simulation } from '../../src/routing/index.ts';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
-import type { TestNode } from '../helpers/node.ts';
+import { persistCounts, type TestNode } from '../helpers/node.ts';
 import { seeded } from '../helpers/random.ts';
 import { BACKENDS } from '../storage/backends.ts';
 
@@ -125,7 +125,7 @@ for (const backend of BACKENDS) {
       )!;
       for (let i = 0; i < 3; i++) await sim({ country: 'DE', user_agent: CHROME });
       await t.node.clickLog.persist();
-      await t.node.routing.persistCounters();
+      await persistCounts(t.node);
       const afterList = (
         await call<{ items: FlowRecord[] }>(viewer, '/acp/traffic-flows/list', {})
       ).items.find((f) => f.slug === 'sim')!;

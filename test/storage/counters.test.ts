@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { pino } from 'pino';
-import { ClickCounters, RoutingService } from '../../src/routing/index.ts';
+import { CLICK_BATCH_MAX_ATTEMPTS, ClickLog } from '../../src/clicks/index.ts';
+import { ClickCounters } from '../../src/routing/index.ts';
 import { BatchStatement } from '../../src/storage/batch.ts';
 import {
   APPLIED_BATCH_RETENTION_MS,
@@ -11,6 +12,7 @@ import {
 } from '../../src/storage/index.ts';
 import { type SqlExecutor, toIso, toNum } from '../../src/storage/sql.ts';
 import { ManualClock } from '../../src/time/index.ts';
+import { newClick } from '../helpers/records.ts';
 import { BATCH_BACKENDS, type Opened } from './backends.ts';
 
 const CREATED = '2026-01-01T00:00:00.000Z';
@@ -254,27 +256,39 @@ for (const backend of BATCH_BACKENDS) {
       );
     });
 
-    it('a flush whose commit went through but whose answer was lost, then retried, counts once', async () => {
+    /** A click log that writes counts with clicks, as a node's does, through `store`. */
+    const logOf = (counters: ClickCounters, store: Pick<Storage['clicks'], 'insertBatch'> = storage.clicks) =>
+      new ClickLog({
+        store,
+        logger: silent,
+        serverId: null,
+        bufferMax: 10_000,
+        flushIntervalMs: 0,
+        counts: counters,
+      });
+
+    it('a batch whose commit went through but whose answer was lost, then retried, counts once', async () => {
       const { flows, streams } = await seed(sql, 'lostack', 1, 1);
       const counters = new ClickCounters();
       const now = Date.UTC(2026, 0, 3);
       for (let i = 0; i < 4; i++) counters.hit(flows[0]!, streams[0]!.id, now);
       const answers: boolean[] = [];
+      let lose = true;
       // The commit succeeds; the acknowledgement is lost on the way back (a connection cut after COMMIT).
-      await assert.rejects(
-        counters.flush(async (b) => {
-          answers.push(await storage.addCounters(b));
-          throw new Error('connection lost after COMMIT');
-        }),
-        /connection lost/,
-      );
+      const log = logOf(counters, {
+        insertBatch: async (b) => {
+          const r = await storage.clicks.insertBatch(b);
+          answers.push(r.applied);
+          if (lose) {
+            lose = false;
+            throw new Error('connection lost after COMMIT');
+          }
+          return r;
+        },
+      });
+      await assert.rejects(log.persist(), /connection lost/);
       counters.hit(flows[0]!, streams[0]!.id, now + 1000);
-      assert.equal(
-        await counters.flush(async (b) => {
-          answers.push(await storage.addCounters(b));
-        }),
-        4,
-      );
+      await log.persist();
       assert.deepEqual(
         answers,
         [true, false, true],
@@ -283,24 +297,85 @@ for (const backend of BATCH_BACKENDS) {
       const got = await persisted(sql, 'lostack');
       assert.equal(got.streams.get(streams[0]!.id)?.hits, 5, 'four hits once, and the one counted since');
       assert.equal(got.flows.get(flows[0]!)?.clicks, 5);
+      assert.equal(counters.pending, false);
     });
 
-    it('a flush that fails, then succeeds, counts once', async () => {
+    it('a batch that fails, then succeeds, counts once', async () => {
       const { flows, streams } = await seed(sql, 'failok', 1, 1);
       const counters = new ClickCounters();
       for (let i = 0; i < 3; i++) counters.hit(flows[0]!, streams[0]!.id, Date.UTC(2026, 0, 3));
+      const log = logOf(counters);
       await sql.script(refuse('streams', streams[0]!.id));
       try {
-        await assert.rejects(counters.flush((b) => storage.addCounters(b)));
-        await assert.rejects(counters.flush((b) => storage.addCounters(b)));
+        await assert.rejects(log.persist());
+        await assert.rejects(log.persist());
       } finally {
         await allow();
       }
       assert.equal((await persisted(sql, 'failok')).streams.get(streams[0]!.id)?.hits, 0);
-      await counters.flush((b) => storage.addCounters(b));
+      await log.persist();
       const got = await persisted(sql, 'failok');
       assert.equal(got.streams.get(streams[0]!.id)?.hits, 3);
       assert.equal(got.flows.get(flows[0]!)?.clicks, 3);
+    });
+
+    it('counts of clicks a full buffer dropped are written with the next batch: hits stay the clicks answered', async () => {
+      const { flows, streams } = await seed(sql, 'overflow', 1, 1);
+      const counters = new ClickCounters();
+      const log = new ClickLog({
+        store: storage.clicks,
+        logger: silent,
+        serverId: null,
+        bufferMax: 3,
+        flushIntervalMs: 0,
+        counts: counters,
+      });
+      const now = Date.UTC(2026, 0, 3);
+      const kept: boolean[] = [];
+      for (let i = 0; i < 5; i++) {
+        counters.hit(flows[0]!, streams[0]!.id, now);
+        kept.push(
+          log.append(newClick({ click_id: `overflow-${i}`, flow_id: flows[0]!, stream_id: streams[0]!.id })),
+        );
+      }
+      assert.deepEqual(kept, [true, true, true, false, false]);
+      assert.equal(await log.persist(), 3);
+      const got = await persisted(sql, 'overflow');
+      assert.equal(got.streams.get(streams[0]!.id)?.hits, 5);
+      assert.equal(got.flows.get(flows[0]!)?.clicks, 5);
+      assert.equal(log.stats().dropped, 2, 'the rows the reports miss, counted');
+    });
+
+    it('a batch refused on every attempt gives its clicks up, not their counts', async () => {
+      const { flows, streams } = await seed(sql, 'givenup', 1, 1);
+      const counters = new ClickCounters();
+      const log = logOf(counters);
+      for (let i = 0; i < 4; i++) {
+        counters.hit(flows[0]!, streams[0]!.id, Date.UTC(2026, 0, 3));
+        log.append(newClick({ click_id: `givenup-${i}`, flow_id: flows[0]!, stream_id: streams[0]!.id }));
+      }
+      await sql.script(
+        backend.name === 'postgres'
+          ? `CREATE FUNCTION refuse_clicks() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$;
+             CREATE TRIGGER refuse_clicks BEFORE INSERT ON clicks FOR EACH ROW EXECUTE FUNCTION refuse_clicks()`
+          : `CREATE TRIGGER refuse_clicks BEFORE INSERT ON clicks BEGIN SELECT RAISE(ABORT, 'refused'); END`,
+      );
+      try {
+        for (let i = 1; i < CLICK_BATCH_MAX_ATTEMPTS; i++) await assert.rejects(log.persist());
+        // The tenth refusal gives the clicks up; their counts go alone, and are taken.
+        assert.equal(await log.persist(), 0);
+      } finally {
+        await sql.script(
+          backend.name === 'postgres'
+            ? 'DROP FUNCTION refuse_clicks() CASCADE'
+            : 'DROP TRIGGER refuse_clicks',
+        );
+      }
+      const got = await persisted(sql, 'givenup');
+      assert.equal(got.streams.get(streams[0]!.id)?.hits, 4);
+      assert.equal(got.flows.get(flows[0]!)?.clicks, 4);
+      assert.equal(counters.pending, false);
+      assert.equal(log.stats().dropped, 4);
     });
 
     it('one batch sent by two connections at once is applied by one of them', async () => {
@@ -373,26 +448,43 @@ for (const backend of BATCH_BACKENDS) {
       ['on a stream in the middle of the batch', 'midway', 'streams', 'midway-flow-00005-s3'],
       ['on a flow, after every stream was written', 'last', 'traffic_flows', 'last-flow-00009'],
     ] as const) {
-      it(`a flush refused ${where} writes nothing and keeps its counts for the next flush`, async () => {
+      it(`a batch refused ${where} writes neither its clicks nor its counts, and keeps both for the next flush`, async () => {
         const { streams } = await seed(sql, prefix, 10, 10);
-        const routing = new RoutingService({
-          storage,
-          logger: silent,
-          cacheMaxEntries: 10,
-          cacheTtlMs: 60_000,
-          flushIntervalMs: 0,
-        });
+        const counters = new ClickCounters();
+        const log = logOf(counters);
         const now = Date.UTC(2026, 0, 3);
         streams.forEach((s, i) => {
-          for (let n = 0; n <= i % 3; n++) routing.counters.hit(s.flow, s.id, now);
+          for (let n = 0; n <= i % 3; n++) {
+            counters.hit(s.flow, s.id, now);
+            log.append(
+              newClick({ click_id: `${prefix}-${i}-${n}`, flow_id: s.flow, stream_id: s.id, at: now }),
+            );
+          }
         });
-        routing.counters.noMatch(`${prefix}-flow-00009`, now);
+        counters.noMatch(`${prefix}-flow-00009`, now);
+        log.append(
+          newClick({
+            click_id: `${prefix}-nm`,
+            flow_id: `${prefix}-flow-00009`,
+            stream_id: null,
+            outcome: 'no_match',
+          }),
+        );
+        const logged = async () =>
+          toNum(
+            (
+              await sql.all<{ n: unknown }>('SELECT COUNT(*) AS n FROM clicks WHERE click_id LIKE ?', [
+                `${prefix}-%`,
+              ])
+            )[0]?.n,
+          );
         const hitsOf = (i: number) => 1 + (i % 3);
         await sql.script(refuse(table, id));
         const sum = (xs: Iterable<number>) => [...xs].reduce((a, b) => a + b, 0);
         try {
           // SQLite reports a trigger's abort as resource.conflict; PostgreSQL passes its error on.
-          await assert.rejects(routing.persistCounters());
+          await assert.rejects(log.persist());
+          assert.equal(await logged(), 0, 'no click written without its counts');
           const untouched = await persisted(sql, prefix);
           assert.equal(
             sum([...untouched.streams.values()].map((s) => s.hits)),
@@ -400,16 +492,14 @@ for (const backend of BATCH_BACKENDS) {
             'no stream kept its increment',
           );
           assert.equal(sum([...untouched.flows.values()].map((f) => f.clicks + f.no_match)), 0);
-          assert.equal(
-            routing.counters.pendingStream(`${prefix}-flow-00005-s3`).hits,
-            hitsOf(53),
-            'counts kept',
-          );
+          assert.equal(counters.pendingStream(`${prefix}-flow-00005-s3`).hits, hitsOf(53), 'counts kept');
         } finally {
           await allow();
         }
-        assert.equal(await routing.persistCounters(), 100 + 10);
-        assert.equal(routing.counters.pending, false);
+        const clicks = sum(streams.map((_s, i) => hitsOf(i))) + 1;
+        assert.equal(await log.persist(), clicks);
+        assert.equal(await logged(), clicks);
+        assert.equal(counters.pending, false);
         const got = await persisted(sql, prefix);
         for (const [i, s] of streams.entries()) assert.equal(got.streams.get(s.id)?.hits, hitsOf(i), s.id);
         assert.equal(
