@@ -11,7 +11,7 @@
  *
  *   node --expose-gc bench/storage/click-log.bench.ts [--rounds 7] [--backends sqlite,sqlite-node,postgres]
  *        [--feed 200000] [--existing 0] [--flows 100] [--subs 1000]
- *        [--batch N]
+ *        [--batch N] [--counts]
  *
  * `--existing N` first writes N clicks (in batches of the store's size, through the same path), so the figures are
  * those of a log that already holds that many: an index keyed by something other than time takes
@@ -23,7 +23,9 @@
  * `sqlite-node` is SQLite as a node opens it: batches applied and the write-ahead log checkpointed
  * on the writer thread, with the page cache of `storage.sqlite.cache_mb`; `sqlite` is SQLite's own
  * defaults on the calling thread. `--batch N` sets the rows a batch holds at most in the ClickLog
- * part.
+ * part. `--counts`: every batch also carries what its clicks counted (the flows' and streams'
+ * counters, as a node's click log writes them in the same transaction, docs/routing.md#counting),
+ * and the ClickLog part counts each click as the hot path does; compare a run without it.
  *
  * Clicks look like real ones: a fresh id per click; country, language, referrer host and IP prefix
  * read from per-request header strings by the hot path's own functions (which share repeating
@@ -46,6 +48,7 @@ import {
 } from '../../src/clicks/index.ts';
 import { loadConfig } from '../../src/config/index.ts';
 import { normalizeCountry } from '../../src/http/index.ts';
+import { ClickCounters } from '../../src/routing/index.ts';
 import {
   type NewClick,
   newBatchId,
@@ -64,6 +67,7 @@ const { values } = parseArgs({
     flows: { type: 'string', default: '100' },
     subs: { type: 'string', default: '1000' },
     batch: { type: 'string' },
+    counts: { type: 'boolean', default: false },
   },
 });
 const EXISTING = Number(values.existing);
@@ -74,6 +78,14 @@ const BATCH = values.batch === undefined ? undefined : Number(values.batch);
 /** The shipped defaults, as a node started with no settings of its own would run. */
 const NODE_CONFIG = loadConfig({ configDir: 'config', mode: 'production', env: {} }).config;
 const FEED = Number(values.feed);
+const COUNTS = values.counts;
+
+/** Counts a click as the hot path does (routing's counters), for `--counts`. */
+function count(counters: ClickCounters, c: NewClick): void {
+  if (c.outcome === 'bot') counters.bot(c.flow_id, c.at);
+  else if (c.outcome === 'no_match') counters.noMatch(c.flow_id, c.at);
+  else counters.hit(c.flow_id, c.stream_id!, c.at, c.is_unique);
+}
 const PG_URL = process.env.SLUICE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 const FLOWS = Array.from(
@@ -221,17 +233,19 @@ for (const backend of values.backends.split(',')) {
   const opened = await open(backend);
   try {
     const { storage } = opened;
-    const batchOf = (n: number) => ({
-      id: newBatchId(),
-      server_id: 'bench-node',
-      rows: Array.from({ length: n }, click),
-    });
+    const batchOf = async (n: number) => {
+      const rows = Array.from({ length: n }, click);
+      if (!COUNTS) return { id: newBatchId(), server_id: 'bench-node', rows };
+      const counters = new ClickCounters();
+      for (const c of rows) count(counters, c);
+      return { id: newBatchId(), server_id: 'bench-node', rows, counts: await counters.cut()!.rows() };
+    };
     const cut = storage.clicks.batchMaxRows;
     for (let done = 0; done < EXISTING; done += cut) {
-      await storage.clicks.insertBatch(batchOf(Math.min(cut, EXISTING - done)));
+      await storage.clicks.insertBatch(await batchOf(Math.min(cut, EXISTING - done)));
     }
     if (EXISTING > 0) console.log(`  ${backend.padEnd(11)} ${fmt(EXISTING)} clicks written first`);
-    await storage.clicks.insertBatch(batchOf(1000));
+    await storage.clicks.insertBatch(await batchOf(1000));
     // 1k, 10k and the store's own batch when larger (50k on a SQLite node's writer thread).
     const sizes = [...new Set([1000, 10_000, storage.clicks.batchMaxRows])];
     const times = new Map<number, number[]>(sizes.map((n) => [n, []]));
@@ -243,7 +257,7 @@ for (const backend of values.backends.split(',')) {
     const queries = new Map<number, number>();
     for (let r = 0; r < ROUNDS; r++) {
       for (const size of times.keys()) {
-        const batch = batchOf(size);
+        const batch = await batchOf(size);
         const q0 = storage.stats().queries;
         const c0 = process.cpuUsage();
         const m0 = process.threadCpuUsage();
@@ -265,10 +279,12 @@ for (const backend of values.backends.split(',')) {
           `${queries.get(size)} queries a batch (min ${Math.min(...ts).toFixed(1)}, max ${Math.max(...ts).toFixed(1)} ms)`,
       );
     }
+    const counters = new ClickCounters();
     const log = new ClickLog({
       store: storage.clicks,
       logger: pino({ level: 'silent' }),
       serverId: 'bench-node',
+      ...(COUNTS ? { counts: counters } : {}),
       bufferMax: FEED,
       flushIntervalMs: 0,
       ...(BATCH === undefined ? {} : { batchMaxRows: BATCH }),
@@ -277,7 +293,12 @@ for (const backend of values.backends.split(',')) {
     const c0 = process.cpuUsage();
     const m0 = process.threadCpuUsage();
     const t0 = performance.now();
-    for (const c of feed) log.append(c);
+    if (COUNTS) {
+      for (const c of feed) {
+        count(counters, c);
+        log.append(c);
+      }
+    } else for (const c of feed) log.append(c);
     const appended = performance.now() - t0;
     const written = await log.persist();
     const ms = performance.now() - t0;

@@ -20,7 +20,10 @@ import { dropSchema, PG_URL, testSchema } from '../../test/helpers/postgres.ts';
 import { check, type Outcome, PERSON, persistedHits, seedFlow, sleep } from '../harness.ts';
 
 const CLI = resolve(import.meta.dirname, '../../src/cli.ts');
-const ROUNDS = 3;
+/** Kills a backend takes; one in a short run (`npm test`). */
+const roundsOf = (seconds: number) => (seconds < 5 ? 1 : 3);
+/** The default `clicks.flush_interval_ms`, the bound a crash's loss is judged by. */
+const FLUSH_INTERVAL_MS = 1000;
 
 interface Backend {
   name: 'sqlite' | 'postgres';
@@ -160,17 +163,26 @@ export async function crash(o: { seconds: number; connections: number }): Promis
       const flowId = await seedFlow(seed, 'crash');
       await seed.close();
       const lostMs: number[] = [];
-      for (let i = 0; i < ROUNDS; i++) {
+      for (let i = 0; i < roundsOf(seconds); i++) {
         const r = await round(b, dir, seconds, workers, flowId);
         lostMs.push(r.lostMs);
         out.figures[`${b.name} round ${i + 1}`] =
           `${r.answered} answered (${Math.round(r.rate)}/s), ${r.lost} lost = ${r.lostMs} ms; ` +
           `totals now: hits ${r.hits}, flow clicks ${r.clicks}, log rows ${r.logged}, rollups ${r.rolledUp}`;
+        check(out, `${b.name} round ${i + 1}: clicks answered`, r.answered > 0, r);
         check(
           out,
           `${b.name} round ${i + 1}: counters, click log and rollups agree`,
           r.hits === r.logged && r.clicks === r.logged && r.rolledUp === r.logged,
           r,
+        );
+        // How fast the database wrote what came: judged by `npm run soak` on its machine.
+        check(
+          out,
+          `${b.name} round ${i + 1}: lost at most clicks.flush_interval_ms of answered clicks`,
+          r.lostMs <= FLUSH_INTERVAL_MS,
+          r,
+          { speed: true },
         );
       }
       out.figures[`${b.name} lost ms (min–max)`] = `${Math.min(...lostMs)}–${Math.max(...lostMs)}`;

@@ -14,6 +14,7 @@ const SHORT: Record<string, { seconds: number; connections: number }> = {
   sigterm: { seconds: 3, connections: 0 },
   'hanging-upstream': { seconds: 4, connections: 0 },
   memory: { seconds: 4, connections: 0 },
+  crash: { seconds: 2, connections: 20 },
 };
 
 /**
