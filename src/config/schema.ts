@@ -343,8 +343,8 @@ export type Config = Static<typeof ConfigSchema>;
 /**
  * Tasks every node has unless its configuration changes them (they merge under `cron.tasks` like
  * any file, so `cron.tasks.stats_flush.enabled: false` turns one off). Counters are written with
- * their clicks by the click log (every `clicks.flush_interval_ms`, and by `stats_flush`, which
- * also reads the daily caps back); turning it off leaves that to the click log's timer.
+ * their clicks by the click log; `stats_flush` reads the daily cap counts back, and turned off
+ * leaves that to the routing service's own one-second timer.
  */
 export const DEFAULT_TASKS = {
   stats_flush: { kind: 'stats.flush', schedule: '* * * * * *', timeout_ms: 30_000 },

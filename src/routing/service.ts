@@ -212,7 +212,7 @@ export class RoutingService {
       t.unref();
       this.#timers.push(t);
     };
-    if (this.#capsMs > 0) every(this.#capsMs, () => this.refreshCaps());
+    if (this.#capsMs > 0) every(this.#capsMs, () => this.#refreshCapsQuietly());
     every(this.#aggregatesMs, async () => this.#refreshSoon());
   }
 
@@ -228,19 +228,22 @@ export class RoutingService {
 
   /**
    * Reads every capped stream's clicks of its day, as every node has written them (other nodes'
-   * clicks on capped streams arrive here); a failure is logged, never thrown.
+   * clicks on capped streams arrive here); a failure is thrown (the `stats.flush` task's run fails).
    */
   refreshCaps(): Promise<void> {
-    return this.#queue(async () => {
-      try {
-        await this.caps.refresh(this.#storage, this.#clock.now());
-      } catch (err) {
-        this.#log.warn(
-          { err: (err as Error).message },
-          'reading daily cap counts failed; read again at the next refresh',
-        );
-      }
-    });
+    return this.#queue(() => this.caps.refresh(this.#storage, this.#clock.now()));
+  }
+
+  /** {@link refreshCaps} for the service's own timer: a failure is logged, never thrown. */
+  async #refreshCapsQuietly(): Promise<void> {
+    try {
+      await this.refreshCaps();
+    } catch (err) {
+      this.#log.warn(
+        { err: (err as Error).message },
+        'reading daily cap counts failed; read again in a second',
+      );
+    }
   }
 
   /** Reads the totals now (queued behind a caps refresh under way); the background asks {@link #refreshSoon}. */

@@ -1,19 +1,17 @@
-import type { ClickLog } from '../clicks/index.ts';
 import type { TaskContext } from '../cron/index.ts';
 import type { RoutingService } from '../routing/index.ts';
 
 /**
- * `stats.flush`: persists the routing counters counted in memory on the hot path (docs/cron.md). They are
- * written with the clicks they counted, so this writes the click log (as its own timer or a
- * `clicks.flush` task also do), then reads every node's daily cap counts back.
+ * `stats.flush`: the routing counters counted in memory on the hot path are written with the clicks
+ * that made them, by the click log (its timer, or a `clicks.flush` task; docs/routing.md#counting);
+ * this reads every node's daily cap counts back, which is what a node learns the others' capped
+ * clicks by. Writing the click log here would override `clicks.flush_interval_ms` and a
+ * `clicks.flush` task's schedule with this task's.
  */
 export function statsFlush(
   routing: Pick<RoutingService, 'refreshCaps'>,
-  clickLog: Pick<ClickLog, 'persist'>,
 ): (ctx: TaskContext) => Promise<void> {
-  return async ({ log }) => {
-    const clicks = await clickLog.persist();
-    if (clicks > 0) log.debug({ clicks }, 'clicks and their counts persisted');
+  return async () => {
     await routing.refreshCaps();
   };
 }
