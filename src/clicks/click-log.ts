@@ -184,10 +184,10 @@ export class ClickLog {
   /**
    * Starts the periodic flush (none when the interval is 0): every half interval, so that a click
    * waits at most half of it to be cut and its batch has the other half to be written. A crash
-   * loses what is not written; cut once an interval, that was the interval and the write on top
-   * (up to 1.9 s on PostgreSQL, 1.2 s on SQLite under full load; docs/RELIABILITY.md). Flushes
-   * never overlap: behind a slow write the next one cuts everything that came meanwhile, so
-   * batches grow back to their full size when the database is the bottleneck.
+   * loses what is not written: cut once an interval, a kill under full load lost the interval plus
+   * the write under way (up to 1.03 s; docs/RELIABILITY.md, "Killed under load"). Flushes never
+   * overlap: behind a slow write the next one cuts everything that came meanwhile, so batches grow
+   * back to their full size when the database is the bottleneck.
    */
   start(): void {
     if (this.#intervalMs <= 0 || this.#timer !== undefined) return;

@@ -53,7 +53,7 @@ export class ClickCounters {
   totalBots = 0;
   totalUniques = 0;
 
-  /** A person's click a stream took; `unique` per §11. */
+  /** A person's click a stream took; `unique` as docs/clicks.md#uniqueness defines it. */
   hit(flowId: string, streamId: string, now: number, unique = false): void {
     this.totalHits++;
     this.totalClicks++;
@@ -71,7 +71,7 @@ export class ClickCounters {
     f.uniques += u;
   }
 
-  /** A click on a capped stream (§13), on its day in the flow's time zone (`YYYY-MM-DD`). */
+  /** A click on a capped stream (docs/routing.md#daily-caps), on its day in the flow's time zone (`YYYY-MM-DD`). */
   dayHit(streamId: string, day: string): void {
     const key = `${streamId}\u0000${day}`;
     this.#days.set(key, (this.#days.get(key) ?? 0) + 1);
@@ -92,13 +92,13 @@ export class ClickCounters {
 
   /**
    * A request for a slug no active flow has (unknown, or its flow paused): a no-match of this node
-   * (`traffic_flows.no_match`, §13: "still counted `no_match`"), of no flow's, and no click.
+   * (`traffic_flows.no_match`, docs/routing.md#fallback-url), of no flow's, and no click.
    */
   noMatchWithoutFlow(): void {
     this.totalNoMatch++;
   }
 
-  /** A bot's click (§11), routed or not: counted apart, never in hits, clicks or no-matches. */
+  /** A bot's click (docs/routing.md#bots), routed or not: counted apart, never in hits, clicks or no-matches. */
   bot(flowId: string, now: number): void {
     this.totalBots++;
     this.#flow(flowId, now).bots++;

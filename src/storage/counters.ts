@@ -35,7 +35,7 @@ const pgFlowClicks = (
           JOIN traffic_flows AS f ON f.id = r.id ORDER BY f.id FOR NO KEY UPDATE OF f) AS v
     WHERE t.id = v.id`;
 
-// Daily cap counts (§13): added per (stream, day), created on first use. Rows are merged per key
+// Daily cap counts (docs/routing.md#daily-caps): added per (stream, day), created on first use. Rows are merged per key
 // first (one statement may not touch a row twice); PostgreSQL inserts in key order, so two nodes'
 // batches lock the same rows in the same order.
 const pgStreamDays = (rows: string) => `INSERT INTO stream_days AS t (stream_id, day, clicks)
