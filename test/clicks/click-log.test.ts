@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { pino } from 'pino';
 import { CLICK_BATCH_MAX_ATTEMPTS, ClickLog, OVERFLOW_REPORT_EVERY_MS } from '../../src/clicks/index.ts';
 import { ApiError, hasCode } from '../../src/errors/index.ts';
+import { ClickCounters } from '../../src/routing/index.ts';
 import { type ClickBatch, type ClickStore, openPostgres, type Storage } from '../../src/storage/index.ts';
 import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
 import { ManualClock, systemClock } from '../../src/time/index.ts';
@@ -396,4 +397,38 @@ describe('click log while PostgreSQL is unreachable', async () => {
       await dropSchema(schema);
     }
   });
+});
+
+test('each batch carries the counts of exactly its clicks, cut in the same turn, full ones as they fill', async () => {
+  const counters = new ClickCounters();
+  const sent: ClickBatch[] = [];
+  const log = new ClickLog({
+    store: {
+      insertBatch: async (b) => {
+        sent.push(b);
+        return { applied: true, rows: b.rows.length };
+      },
+    },
+    logger: silent,
+    serverId: 'node-1',
+    bufferMax: 1000,
+    batchMaxRows: 10,
+    flushIntervalMs: 0,
+    counts: counters,
+  });
+  // As /go does: count, then append.
+  for (let i = 0; i < 25; i++) {
+    counters.hit('f1', `s${i % 2}`, 1000 + i);
+    log.append(newClick({ flow_id: 'f1', stream_id: `s${i % 2}` }));
+  }
+  assert.equal(await log.persist(), 25);
+  assert.deepEqual(
+    sent.map((b) => [b.rows.length, b.counts?.flows.map((f) => f[1])]),
+    [
+      [10, [10]],
+      [10, [10]],
+      [5, [5]],
+    ],
+  );
+  assert.equal(counters.pending, false, 'every cut acknowledged with its batch');
 });
