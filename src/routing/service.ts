@@ -12,13 +12,7 @@ import {
   toMicros,
 } from '../storage/index.ts';
 import type { FlowsSection, Logger, StreamsSection } from '../telemetry/index.ts';
-import {
-  type Clock,
-  canonicalTimeZone,
-  systemClock,
-  TIME_ZONE_EXPECTED,
-  TimeSlice,
-} from '../time/index.ts';
+import { type Clock, canonicalTimeZone, systemClock, TIME_ZONE_EXPECTED, TimeSlice } from '../time/index.ts';
 import { ClickCounters } from './click-counters.ts';
 import { type CompiledFlow, compileFlowSliced } from './compiled-flow.ts';
 import { DailyCaps } from './daily-caps.ts';
