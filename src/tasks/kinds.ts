@@ -36,7 +36,7 @@ export function taskRunner(
 ): (ctx: TaskContext) => Promise<void> {
   switch (cfg.kind) {
     case 'stats.flush':
-      return statsFlush(deps.routing);
+      return statsFlush(deps.clickLog, deps.routing);
     case 'cache.reload':
       return cacheReload(deps.routing);
     case 'targets.check':

@@ -1,17 +1,21 @@
+import type { ClickLog } from '../clicks/index.ts';
 import type { TaskContext } from '../cron/index.ts';
 import type { RoutingService } from '../routing/index.ts';
 
 /**
- * `stats.flush`: the routing counters counted in memory on the hot path are written with the clicks
- * that made them, by the click log (its timer, or a `clicks.flush` task; docs/routing.md#counting);
- * this reads every node's daily cap counts back, which is what a node learns the others' capped
- * clicks by. Writing the click log here would override `clicks.flush_interval_ms` and a
- * `clicks.flush` task's schedule with this task's.
+ * `stats.flush`: persists the routing counters counted in memory on the hot path, then reads every
+ * node's daily cap counts back (how a node learns the others' capped clicks). Counters travel with
+ * the clicks that made them (docs/routing.md#counting), so persisting them is writing the click
+ * log's buffer now: when a run ends, every click answered before it started is counted in storage.
+ * The click log's own cut (every half `clicks.flush_interval_ms`) goes on beside it.
  */
 export function statsFlush(
+  clickLog: Pick<ClickLog, 'persist'>,
   routing: Pick<RoutingService, 'refreshCaps'>,
 ): (ctx: TaskContext) => Promise<void> {
-  return async () => {
+  return async ({ log }) => {
+    const rows = await clickLog.persist();
+    if (rows > 0) log.debug({ rows }, 'clicks and their counts persisted');
     await routing.refreshCaps();
   };
 }
