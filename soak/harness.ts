@@ -210,15 +210,18 @@ export async function persistedHits(
   const streams = await store.streams.ofFlow(flowId);
   // The click log's redirected clicks of the flow, row by row and as the hourly rollups sum them.
   const redirected = async (source: 'clicks' | 'rollups') => {
-    const { clicks } = await store.reports.aggregate({
-      from: '2000-01-01T00:00:00.000Z',
-      to: '2100-01-01T00:00:00.000Z',
-      columns: [],
-      bucketSeconds: 0,
-      filter: { flow_id: flowId },
-      source,
-    });
-    return clicks.reduce((n, g) => n + g.clicks, 0);
+    const { totals } = await store.reports.aggregate(
+      {
+        from: '2000-01-01T00:00:00.000Z',
+        to: '2100-01-01T00:00:00.000Z',
+        columns: [],
+        bucketSeconds: 0,
+        filter: { flow_id: flowId },
+        source,
+      },
+      { order: [], limit: 1 },
+    );
+    return totals.clicks;
   };
   return {
     hits: streams.reduce((n, s) => n + s.hits, 0),

@@ -2,9 +2,12 @@ import { ApiError } from '../errors/index.ts';
 import {
   fromMicrosSum,
   MICROS,
+  QueryTimeout,
   type ReportColumn,
-  type ReportGroup,
+  type ReportPage,
+  type ReportSortKey,
   type ReportSpec,
+  type ReportSums,
   ROLLUP_COLUMNS,
   type Storage,
 } from '../storage/index.ts';
@@ -17,7 +20,7 @@ import {
   type ReportQuery,
   SORT_ALIASES,
 } from './schema.ts';
-import { localLabels, offsetAt, parseWhen } from './zoned-time.ts';
+import { offsetAt, offsetRuns, parseWhen } from './zoned-time.ts';
 
 /** A report row: its dimension keys, then the metrics of §15. */
 export type ReportRow = Record<string, string | number | null>;
@@ -37,6 +40,8 @@ export interface Report {
   currencies: string[];
   /** Rows before `limit` cut them. */
   total_rows: number;
+  /** Whether `limit` cut rows off (`total_rows` says how many there were; `totals` count them all). */
+  truncated: boolean;
   /** Where clicks were summed from: `rollups` (hourly sums) or `clicks` (the click log). */
   source: 'rollups' | 'clicks';
 }
@@ -67,39 +72,7 @@ const COLUMN_OF: Partial<Record<Dimension, ReportColumn>> = {
 const invalid = (path: string, message: string) =>
   new ApiError('validation.invalid_input', `${path}: ${message}`, { details: [{ path, message }] });
 
-interface Sums {
-  clicks: number;
-  uniques: number;
-  bots: number;
-  no_match: number;
-  leads: number;
-  sales: number;
-  rejected: number;
-  revenue_micros: bigint;
-  cost_micros: bigint;
-}
-const zero = (): Sums => ({
-  clicks: 0,
-  uniques: 0,
-  bots: 0,
-  no_match: 0,
-  leads: 0,
-  sales: 0,
-  rejected: 0,
-  revenue_micros: 0n,
-  cost_micros: 0n,
-});
-function add(into: Sums, g: ReportGroup): void {
-  into.clicks += g.clicks;
-  into.uniques += g.uniques;
-  into.bots += g.bots;
-  into.no_match += g.no_match;
-  into.leads += g.leads;
-  into.sales += g.sales;
-  into.rejected += g.rejected;
-  into.revenue_micros += g.revenue_micros;
-  into.cost_micros += g.cost_micros;
-}
+type Sums = ReportSums;
 
 /** Ratios to six decimals: the JSON and the CSV carry the same figure. */
 const ratio = (a: number, b: number) => (b === 0 ? null : Math.round((a / b) * 1e6) / 1e6);
@@ -138,7 +111,6 @@ interface ReportPlan {
   groupBy: readonly Dimension[];
   dims: Dimension[];
   timeDim: 'day' | 'hour' | undefined;
-  bucketSeconds: number;
   source: ReportSpec['source'];
 }
 
@@ -187,10 +159,20 @@ function planReport(q: ReportQuery): ReportPlan {
     to: new Date(to).toISOString(),
     columns,
     bucketSeconds,
+    time:
+      timeDim === undefined
+        ? undefined
+        : {
+            unit: timeDim,
+            offsets: offsetRuns(from, to, bucketSeconds * 1000, tz).map((r) => ({
+              at: new Date(r.at).toISOString(),
+              seconds: r.seconds,
+            })),
+          },
     filter: q.filter ?? {},
     source,
   };
-  return { spec, tz, groupBy, dims, timeDim, bucketSeconds, source };
+  return { spec, tz, groupBy, dims, timeDim, source };
 }
 
 /**
@@ -198,10 +180,14 @@ function planReport(q: ReportQuery): ReportPlan {
  * client asks first when it lets a person pick one (the console), since a report whose money is in
  * several adds none of it up (its money figures are null).
  */
-export async function reportCurrencies(storage: Storage, q: ReportQuery): Promise<string[]> {
+export async function reportCurrencies(
+  storage: Storage,
+  q: ReportQuery,
+  timeoutMs?: number,
+): Promise<string[]> {
   const { spec } = planReport(q);
   const { currency: _currency, ...filter } = spec.filter;
-  return storage.reports.currencies({ ...spec, filter });
+  return withinBudget(() => storage.reports.currencies({ ...spec, filter }, timeoutMs));
 }
 
 /** What a report needs to know of the click log beside the query: how far back it holds clicks. */
@@ -213,104 +199,84 @@ export interface ClickLogReach {
 }
 
 /**
- * The report engine (§15): validates the query, has storage sum the click log and the conversions
- * by UTC buckets and the asked columns, folds buckets into the report zone's days or hours, names
- * flows and streams, adds the formulas, sorts and cuts. Clicks count at their time, conversions at
- * the postback's arrival (§12), each with the dimensions of its click.
+ * The report engine (docs/reports.md): validates the query; has storage sum the click log (or its
+ * hourly rollups) and the conversions into the report's groups (local days or hours and the asked
+ * columns), sort them and cut them to `limit`, so the node holds the rows it answers and no more
+ * whatever the number of groups; then adds the formulas. Clicks count at their time, conversions
+ * at the postback's arrival, each with the dimensions of its click. `timeoutMs`
+ * (`reports.query_timeout_ms`) bounds the database's time: past it the report is refused.
  */
-export async function runReport(storage: Storage, q: ReportQuery, reach?: ClickLogReach): Promise<Report> {
+export async function runReport(
+  storage: Storage,
+  q: ReportQuery,
+  reach?: ClickLogReach,
+  timeoutMs?: number,
+): Promise<Report> {
   const plan = planReport(q);
-  const { tz, groupBy, dims, timeDim, bucketSeconds, source } = plan;
+  const { tz, groupBy, timeDim, source } = plan;
   const spec = source === 'clicks' && reach !== undefined ? withinClickLog(q, plan.spec, reach) : plan.spec;
   // Money in several currencies is never added up: such a report still counts clicks and
   // conversions, with every money figure null, and names the currencies (filter.currency narrows
   // it to one). Refusing it instead answered nothing at all to a question the contract allows.
-  const currencies = await storage.reports.currencies(spec);
+  const currencies = await withinBudget(() => storage.reports.currencies(spec, timeoutMs));
   const mixed = currencies.length > 1;
   const currency = mixed ? null : (q.filter?.currency ?? currencies[0] ?? null);
 
-  const { clicks, conversions } = await storage.reports.aggregate(spec);
-  const labels = new Map<number, { day: string; hour: string }>();
-  const groups = new Map<string, { time: string | null; values: (string | null)[]; sums: Sums }>();
-  const totals = zero();
-  for (const g of [...clicks, ...conversions]) {
-    let time: string | null = null;
-    if (timeDim !== undefined && g.bucket !== null) {
-      let l = labels.get(g.bucket);
-      if (l === undefined) {
-        l = localLabels(g.bucket * bucketSeconds * 1000, tz);
-        labels.set(g.bucket, l);
-      }
-      time = l[timeDim];
-    }
-    const key = JSON.stringify([time, g.values]);
-    let entry = groups.get(key);
-    if (entry === undefined) {
-      entry = { time, values: g.values, sums: zero() };
-      groups.set(key, entry);
-    }
-    add(entry.sums, g);
-    add(totals, g);
-  }
-
-  const names = await nameFlowsAndStreams(
-    storage,
-    dims,
-    [...groups.values()].map((e) => e.values),
+  const limit = q.limit ?? 1000;
+  const answer = await withinBudget(() =>
+    storage.reports.aggregate(spec, { order: orderOf(q, groupBy, mixed), limit, timeoutMs }),
   );
-  const rows: ReportRow[] = [];
-  for (const e of groups.values()) {
+  const rows: ReportRow[] = answer.groups.map((g) => {
     const row: ReportRow = {};
+    const time = g.time === null || timeDim === undefined ? null : timeLabel(g.time, timeDim);
     let i = 0;
     for (const d of groupBy) {
       if (d === 'day' || d === 'hour') {
         // Both asked: the hour's day is its first ten characters.
-        row[d] = d === timeDim ? e.time : (e.time?.slice(0, 10) ?? null);
+        row[d] = d === timeDim ? time : (time?.slice(0, 10) ?? null);
         continue;
       }
-      const v = e.values[i++] ?? null;
+      const v = g.values[i++] ?? null;
       if (d === 'flow') {
         row.flow_id = v;
-        row.flow_slug = v === null ? null : (names.flows.get(v) ?? null);
+        row.flow_slug = g.flow_slug;
       } else if (d === 'stream') {
         row.stream_id = v;
-        row.stream_name = v === null ? null : (names.streams.get(v) ?? null);
+        row.stream_name = g.stream_name;
       } else row[d] = v;
     }
-    Object.assign(row, metricsOf(e.sums, mixed));
-    rows.push(row);
-  }
-  sortRows(rows, q, groupBy);
+    Object.assign(row, metricsOf(g, mixed));
+    return row;
+  });
   return {
-    rows: rows.slice(0, q.limit ?? 1000),
-    totals: metricsOf(totals, mixed),
+    rows,
+    totals: metricsOf(answer.totals, mixed),
     from: spec.from,
     to: spec.to,
     timezone: tz,
     currency,
     currencies,
-    total_rows: rows.length,
+    total_rows: answer.total_groups,
+    truncated: answer.total_groups > rows.length,
     source,
   };
 }
 
-async function nameFlowsAndStreams(storage: Storage, dims: Dimension[], values: (string | null)[][]) {
-  const flows = new Map<string, string>();
-  const streams = new Map<string, string>();
-  const fi = dims.indexOf('flow');
-  const si = dims.indexOf('stream');
-  const ids = (i: number) => [...new Set(values.map((v) => v[i]).filter((v): v is string => v !== null))];
-  if (fi !== -1)
-    for (const id of ids(fi)) {
-      const f = await storage.flows.get(id);
-      if (f) flows.set(id, f.slug);
-    }
-  if (si !== -1)
-    for (const id of ids(si)) {
-      const s = await storage.streams.get(id);
-      if (s) streams.set(id, s.name);
-    }
-  return { flows, streams };
+/** A local day or hour (days or hours since 1970-01-01 in the report's zone) as the rows name it. */
+function timeLabel(t: number, unit: 'day' | 'hour'): string {
+  const iso = new Date(t * (unit === 'day' ? 86_400_000 : 3_600_000)).toISOString();
+  return unit === 'day' ? iso.slice(0, 10) : `${iso.slice(0, 13)}:00`;
+}
+
+/** The database's time for a report ran out: refused, saying what makes a report cheaper. */
+async function withinBudget<T>(read: () => Promise<T>): Promise<T> {
+  try {
+    return await read();
+  } catch (err) {
+    if (!(err instanceof QueryTimeout)) throw err;
+    const message = `the report took longer than reports.query_timeout_ms (${err.budgetMs} ms): narrow from and to, add a filter, or group by fewer distinct values`;
+    throw new ApiError('validation.invalid_input', message, { details: [{ path: '', message }], cause: err });
+  }
 }
 
 /**
@@ -338,31 +304,23 @@ function withinClickLog(q: ReportQuery, spec: ReportSpec, reach: ClickLogReach):
   );
 }
 
-/** By `sort`, else by the time dimension ascending, else by clicks descending; ties by every key. */
-function sortRows(rows: ReportRow[], q: ReportQuery, groupBy: readonly Dimension[]): void {
-  const keys = groupBy.flatMap((d) => DIMENSION_KEYS[d]);
+/** Money figures: all null in a report whose money is in several currencies. */
+const MONEY_METRICS: readonly string[] = ['revenue', 'cost', 'profit', 'epc', 'roi'];
+
+/**
+ * By `sort`, else by the time dimension ascending, else by clicks descending; nulls last whichever
+ * the order; ties by every key of the dimensions in order, ascending, so the same report always
+ * lists its rows the same way. The database sorts (see `ReportStore.aggregate`).
+ */
+function orderOf(q: ReportQuery, groupBy: readonly Dimension[], mixed: boolean): ReportPage['order'] {
+  const keys = groupBy.flatMap((d) => DIMENSION_KEYS[d]) as ReportSortKey[];
   const time = groupBy.find((d) => d === 'day' || d === 'hour');
   const asked = q.sort?.by;
-  const by = asked === undefined ? (time ?? 'clicks') : (SORT_ALIASES[asked] ?? asked);
+  const by = (asked === undefined ? (time ?? 'clicks') : (SORT_ALIASES[asked] ?? asked)) as ReportSortKey;
   const order = q.sort?.order ?? (q.sort === undefined && time === undefined ? 'desc' : 'asc');
-  const sign = order === 'asc' ? 1 : -1;
-  const cmp = (a: string | number | null | undefined, b: string | number | null | undefined, dir: number) => {
-    if (a === b) return 0;
-    // Nulls last whichever the order.
-    if (a === null || a === undefined) return 1;
-    if (b === null || b === undefined) return -1;
-    return (a < b ? -1 : 1) * dir;
-  };
-  rows.sort((x, y) => {
-    const c = cmp(x[by], y[by], sign);
-    if (c !== 0) return c;
-    // Ties in dimension order, ascending: the same report always lists its rows the same way.
-    for (const k of keys) {
-      const t = cmp(x[k], y[k], 1);
-      if (t !== 0) return t;
-    }
-    return 0;
-  });
+  // Money that is null in every row orders nothing: the ties decide.
+  const primary = mixed && MONEY_METRICS.includes(by) ? [] : [{ key: by, desc: order === 'desc' }];
+  return [...primary, ...keys.map((key) => ({ key, desc: false }))];
 }
 
 /** The report as CSV (RFC 4180): a header row, then the rows; numbers as in the JSON, null empty. */

@@ -23,13 +23,18 @@ export { openPostgres, type PostgresOptions } from './postgres.ts';
 export { isUnavailable } from './postgres-executor.ts';
 export {
   REPORT_COLUMNS,
+  type ReportAnswer,
   type ReportColumn,
   type ReportFilter,
   type ReportGroup,
+  type ReportPage,
+  type ReportSortKey,
   type ReportSpec,
   type ReportStore,
+  type ReportSums,
   ROLLUP_COLUMNS,
 } from './reports.ts';
+export { QueryTimeout } from './sql.ts';
 export { SchemaTooNew } from './sql-storage.ts';
 export { openSqlite, type SqliteOptions } from './sqlite.ts';
 export { migrateWhenReachable, StartAbandoned } from './start-wait.ts';

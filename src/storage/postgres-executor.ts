@@ -60,6 +60,9 @@ const STATEMENT_CODES = new Set(['53400']);
 
 export function isUnavailable(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
+  // A statement past the `statement_timeout` a report sets for itself took too long: the
+  // statement's doing, not the server's state (another cancel, 57014 too, is an operator's).
+  if (isStatementTimeout(err)) return false;
   if (
     typeof e.code === 'string' &&
     (UNAVAILABLE_CODES.has(e.code) ||
@@ -69,6 +72,12 @@ export function isUnavailable(err: unknown): boolean {
   return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|Query read timeout/i.test(
     e.message ?? '',
   );
+}
+
+/** PostgreSQL cancelled the statement at the `statement_timeout` its transaction set. */
+export function isStatementTimeout(err: unknown): boolean {
+  const e = err as { code?: string; message?: string } | undefined;
+  return e?.code === '57014' && /statement timeout/.test(e.message ?? '');
 }
 
 const numbered = new Map<string, string>();

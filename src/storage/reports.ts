@@ -1,9 +1,10 @@
 import { type ClickWriter, SUB_COLUMNS } from './clicks.ts';
+import { isStatementTimeout } from './postgres-executor.ts';
 import type { Row, SqlExecutor, SqlReader } from './sql.ts';
-import { deleteInChunks, microsOf, sumMicros, toNum } from './sql.ts';
+import { deleteInChunks, microsOf, QueryTimeout, toNum } from './sql.ts';
 
 /**
- * Click-log columns a report may group by (§15); the same names exist on `conversions`. The
+ * Click-log columns a report may group by (docs/reports.md); the same names exist on `conversions`. The
  * hourly rollups hold all but the sub-ids ({@link ROLLUP_COLUMNS}).
  */
 export const ROLLUP_COLUMNS = [
@@ -31,6 +32,19 @@ export interface ReportFilter {
   currency?: string | undefined;
 }
 
+/**
+ * Local time grouping: each bucket's start plus the zone's offset there, counted in local days or
+ * hours since 1970-01-01 (the report engine names them `YYYY-MM-DD` and `YYYY-MM-DDTHH:00`).
+ */
+export interface ReportTime {
+  unit: 'day' | 'hour';
+  /**
+   * The zone's offset (seconds) at each bucket's start, as runs: the first from the range's first
+   * bucket, each next one from the instant (ISO, a bucket's start) it takes over.
+   */
+  offsets: readonly { at: string; seconds: number }[];
+}
+
 /** One aggregation over the click log and the conversions, in UTC, by fixed-size time buckets. */
 export interface ReportSpec {
   /** UTC instants, ISO-8601; `to` exclusive. */
@@ -39,6 +53,8 @@ export interface ReportSpec {
   columns: readonly ReportColumn[];
   /** Seconds per time bucket (900 or 3600), or 0 for no time grouping. */
   bucketSeconds: number;
+  /** How buckets fold into local days or hours; required with a `bucketSeconds`. */
+  time?: ReportTime | undefined;
   filter: ReportFilter;
   /**
    * Where clicks are summed from: the hourly rollups (`report_hours`: no sub-id columns, whole UTC
@@ -47,10 +63,42 @@ export interface ReportSpec {
   source: 'rollups' | 'clicks';
 }
 
-/** A group as the database sums it: the bucket (epoch seconds / bucketSeconds), the columns, sums. */
-export interface ReportGroup {
-  bucket: number | null;
-  values: (string | null)[];
+/** The metrics a report sorts by (ratios as the report rounds them: cr and roi to 1e-6, epc to the micro-unit). */
+export const REPORT_SORT_METRICS = [
+  'clicks',
+  'uniques',
+  'bots',
+  'no_match',
+  'leads',
+  'sales',
+  'rejected',
+  'conversions',
+  'revenue',
+  'cost',
+  'profit',
+  'cr',
+  'epc',
+  'roi',
+] as const;
+/** What a report's rows are ordered by: a metric, a grouped column, a flow's slug, a stream's name, a local day or hour. */
+export type ReportSortKey =
+  | (typeof REPORT_SORT_METRICS)[number]
+  | ReportColumn
+  | 'flow_slug'
+  | 'stream_name'
+  | 'day'
+  | 'hour';
+
+/** Which groups of a report come back: the first `limit` in `order` (nulls last in each key). */
+export interface ReportPage {
+  order: readonly { key: ReportSortKey; desc: boolean }[];
+  limit: number;
+  /** The database's time for the report, ms: past it `aggregate` rejects with a `QueryTimeout`. */
+  timeoutMs?: number | undefined;
+}
+
+/** Sums of a group or of the whole report. */
+export interface ReportSums {
   clicks: number;
   uniques: number;
   bots: number;
@@ -63,11 +111,33 @@ export interface ReportGroup {
   revenue_micros: bigint;
 }
 
+/** A group as the database sums it: its local day or hour, the columns, the names, sums. */
+export interface ReportGroup extends ReportSums {
+  /** Local days or hours since 1970-01-01 ({@link ReportTime}), null without time grouping. */
+  time: number | null;
+  values: (string | null)[];
+  /** With `flow_id` among the columns: the flow's slug (null once it is deleted). */
+  flow_slug: string | null;
+  /** With `stream_id` among the columns: the stream's name (null once it is deleted). */
+  stream_name: string | null;
+}
+
+/** A page of groups, and what the database summed over all of them. */
+export interface ReportAnswer {
+  groups: ReportGroup[];
+  totals: ReportSums;
+  /** Groups in the report, before `limit`. */
+  total_groups: number;
+}
+
 export interface ReportStore {
-  /** Click groups and conversion groups (by the postback's arrival), summed by the database. */
-  aggregate(spec: ReportSpec): Promise<{ clicks: ReportGroup[]; conversions: ReportGroup[] }>;
+  /**
+   * Clicks and conversions (by the postback's arrival) summed into groups, sorted and cut by the
+   * database: only the page's groups come back, whatever the number of groups, with the totals.
+   */
+  aggregate(spec: ReportSpec, page: ReportPage): Promise<ReportAnswer>;
   /** Currencies with money in the selection: flows with a cost per click that had clicks, conversions paid. */
-  currencies(spec: ReportSpec): Promise<string[]>;
+  currencies(spec: ReportSpec, timeoutMs?: number): Promise<string[]>;
   /**
    * Deletes the hourly rollups of hours before `before` (ISO), an hour at a time, oldest first,
    * stopping between hours when the signal fires; returns the rows deleted.
@@ -80,9 +150,10 @@ const FLOW_CURRENCIES =
   '(SELECT id, currency FROM traffic_flows UNION ALL SELECT id, currency FROM deleted_flows)';
 
 /**
- * Reports read the click log and the conversions directly (§15): one grouped scan of each over the
- * range's index, summed by the database; the report engine (src/reports) turns buckets into days
- * and hours of the report's time zone and adds the formulas.
+ * Reports read the click log (or its hourly rollups) and the conversions directly
+ * (docs/reports.md): grouped, merged, sorted and cut by the database in one statement, so only
+ * the rows a report shows reach the node; the report engine (src/reports) names local days and
+ * hours and adds the formulas.
  */
 
 /** Rollup rows a SQLite retention statement deletes at most: a few ms each, whatever an hour holds. */
@@ -144,57 +215,164 @@ export class SqlReports implements ReportStore {
     return { sql: parts.join(' AND '), params };
   }
 
-  async aggregate(spec: ReportSpec): Promise<{ clicks: ReportGroup[]; conversions: ReportGroup[] }> {
+  /**
+   * One statement: each source scanned and grouped by the database (the clicks or their hourly
+   * rollups, and the conversions), the two merged by a second grouping, named (flows' slugs,
+   * streams' names), counted and summed over every group by window functions, then sorted and cut
+   * to the page. The node holds the page's groups only: a report grouped by a sub-id of a million
+   * distinct values held them all in JavaScript (2–4 GB).
+   */
+  async aggregate(spec: ReportSpec, page: ReportPage): Promise<ReportAnswer> {
     const cols = spec.columns;
-    const select = columnsOf(cols);
-    const group = groupKey(cols);
-    const bucket = this.#bucket(spec.bucketSeconds);
-    const clickRows =
-      spec.source === 'rollups' ? await this.#fromRollups(spec) : await this.#fromClicks(spec);
-    const vw = this.#where(spec, 'conversions');
-    const conversionRows = await this.#read.all(
-      `SELECT ${bucket} AS bucket${select},
-         SUM(CASE WHEN status = 'lead' THEN 1 ELSE 0 END) AS leads,
-         SUM(CASE WHEN status = 'sale' THEN 1 ELSE 0 END) AS sales,
-         SUM(CASE WHEN status = 'rejected' THEN 1 ELSE 0 END) AS rejected,
-         ${sumMicros("CASE WHEN status = 'rejected' THEN 0 ELSE payout_micros END", 'revenue_micros')}
-       FROM conversions WHERE ${vw.sql} GROUP BY ${group}`,
-      vw.params,
+    const params: unknown[] = [];
+    const clickScan = this.#scan(spec, spec.source === 'rollups' ? 'report_hours' : 'clicks', params);
+    const conversionScan = this.#scan(spec, 'conversions', params);
+    const keys = ['t', ...cols];
+    const flows = cols.includes('flow_id');
+    const streams = cols.includes('stream_id');
+    const totals = SUMS.map((m) =>
+      MONEY_PARTS.includes(m)
+        ? `CAST(SUM(g.${m}) OVER () AS TEXT) AS all_${m}`
+        : `SUM(g.${m}) OVER () AS all_${m}`,
     );
+    const order = page.order.map(
+      ({ key, desc }) => `${this.#sortExpr(key, spec)} ${desc ? 'DESC' : 'ASC'} NULLS LAST`,
+    );
+    params.push(page.limit);
+    const sql = `SELECT ${keys.map((k) => `g.${k}`).join(', ')}${flows ? ', f.slug AS flow_slug' : ''}${streams ? ', s.name AS stream_name' : ''},
+         ${SUMS.map((m) => (MONEY_PARTS.includes(m) ? `CAST(g.${m} AS TEXT) AS ${m}` : `g.${m}`)).join(', ')},
+         COUNT(*) OVER () AS total_groups, ${totals.join(', ')}
+       FROM (
+         SELECT ${keys.join(', ')}, ${SUMS.map((m) => `SUM(${m}) AS ${m}`).join(', ')}
+         FROM (${clickScan} UNION ALL ${conversionScan}) AS u
+         GROUP BY ${keys.join(', ')}
+       ) AS g${flows ? ' LEFT JOIN traffic_flows AS f ON f.id = g.flow_id' : ''}${streams ? ' LEFT JOIN streams AS s ON s.id = g.stream_id' : ''}
+       WHERE ${BUDGET}
+       ORDER BY ${order.length === 0 ? keys.map((k) => `g.${k}`).join(', ') : order.join(', ')}
+       LIMIT ?`;
+    const rows = await this.#budgeted(sql, params, page.timeoutMs);
+    const first = rows[0];
     return {
-      clicks: clickRows.map((r) => groupOf(r, cols)),
-      conversions: conversionRows.map((r) => groupOf(r, cols)),
+      groups: rows.map((r) => ({
+        time: spec.time === undefined || r.t === null || r.t === undefined ? null : toNum(r.t),
+        values: cols.map((c) => (r[c] === null || r[c] === undefined ? null : String(r[c]))),
+        flow_slug: r.flow_slug === null || r.flow_slug === undefined ? null : String(r.flow_slug),
+        stream_name: r.stream_name === null || r.stream_name === undefined ? null : String(r.stream_name),
+        ...sumsOf(r, ''),
+      })),
+      totals: first === undefined ? sumsOf({}, 'all_') : sumsOf(first, 'all_'),
+      total_groups: first === undefined ? 0 : toNum(first.total_groups),
     };
   }
 
-  #fromClicks(spec: ReportSpec): Promise<Row[]> {
-    const cols = spec.columns;
-    const select = columnsOf(cols);
-    const cw = this.#where(spec, 'clicks');
-    return this.#read.all(
-      `SELECT ${this.#bucket(spec.bucketSeconds)} AS bucket${select},
-         SUM(CASE WHEN outcome = 'redirect' THEN 1 ELSE 0 END) AS clicks,
-         SUM(CASE WHEN outcome = 'redirect' AND is_unique THEN 1 ELSE 0 END) AS uniques,
-         SUM(CASE WHEN outcome = 'bot' THEN 1 ELSE 0 END) AS bots,
-         SUM(CASE WHEN outcome = 'no_match' THEN 1 ELSE 0 END) AS no_match,
-         ${sumMicros('cost_micros', 'cost_micros')}
-       FROM clicks WHERE ${cw.sql} GROUP BY ${groupKey(cols)}`,
-      cw.params,
-    );
+  /**
+   * One source grouped by the report's keys: `t` (the local day or hour, 0 without), the columns
+   * ('' read as none, so the click log, the conversions and the rollups agree), then {@link SUMS}.
+   */
+  #scan(spec: ReportSpec, table: 'clicks' | 'report_hours' | 'conversions', params: unknown[]): string {
+    const t = this.#timeKey(spec, table === 'report_hours' ? 'hour' : 'created_at', params);
+    const w = this.#where(spec, table);
+    params.push(...w.params);
+    const cols = spec.columns.map((c) => `, NULLIF(${c}, '') AS ${c}`).join('');
+    const groupBy = spec.columns.map((_, i) => `, ${i + 2}`).join('');
+    return `SELECT ${t} AS t${cols}, ${SOURCE_SUMS[table]} FROM ${table} WHERE ${w.sql} AND ${BUDGET} GROUP BY 1${groupBy}`;
   }
 
-  /** The same sums from the hourly rollups ('' in a key column is read back as none). */
-  #fromRollups(spec: ReportSpec): Promise<Row[]> {
-    const cols = spec.columns;
-    const select = columnsOf(cols);
-    const w = this.#where(spec, 'report_hours');
-    return this.#read.all(
-      `SELECT ${this.#bucket(spec.bucketSeconds, 'hour')} AS bucket${select},
-         SUM(clicks) AS clicks, SUM(uniques) AS uniques, SUM(bots) AS bots, SUM(no_match) AS no_match,
-         ${sumMicros('cost_micros', 'cost_micros')}
-       FROM report_hours WHERE ${w.sql} GROUP BY ${groupKey(cols)}`,
-      w.params,
-    );
+  /**
+   * The local day or hour of a row: its bucket's start plus the zone's offset at that start (a
+   * CASE over the offset's runs), in local days or hours since 1970-01-01.
+   */
+  #timeKey(spec: ReportSpec, column: string, params: unknown[]): string {
+    if (spec.bucketSeconds === 0 || spec.time === undefined) return '0';
+    const runs = spec.time.offsets;
+    let offset = 'CAST(? AS INTEGER)';
+    if (runs.length > 1) {
+      const whens = runs.slice(1).map((r, i) => {
+        params.push(r.at, runs[i]!.seconds);
+        return `WHEN ${column} < ? THEN CAST(? AS INTEGER)`;
+      });
+      offset = `CASE ${whens.join(' ')} ELSE CAST(? AS INTEGER) END`;
+    }
+    params.push(runs.at(-1)!.seconds);
+    const unit = spec.time.unit === 'day' ? 86_400 : 3600;
+    return `((${this.#bucket(spec.bucketSeconds, column)}) * ${spec.bucketSeconds} + ${offset}) / ${unit}`;
+  }
+
+  /**
+   * A sort key as the report shows it: ratios rounded as `metricsOf` rounds them (half up), so
+   * rows whose shown figures tie are ordered by their dimensions, as they were in JavaScript;
+   * text in code-point order (PostgreSQL's "C" collation, SQLite's binary one), on both backends.
+   */
+  #sortExpr(key: ReportSortKey, spec: ReportSpec): string {
+    const real = (e: string) => `CAST(${e} AS ${this.#x.dialect === 'sqlite' ? 'REAL' : 'DOUBLE PRECISION'})`;
+    const text = (e: string) => (this.#x.dialect === 'postgres' ? `${e} COLLATE "C"` : e);
+    const revenue = `(${real('g.revenue_units')} * 1000000 + g.revenue_rest)`;
+    const cost = `(${real('g.cost_units')} * 1000000 + g.cost_rest)`;
+    const round = (e: string) => `FLOOR(${e} + 0.5)`;
+    switch (key) {
+      case 'clicks':
+      case 'uniques':
+      case 'bots':
+      case 'no_match':
+      case 'leads':
+      case 'sales':
+      case 'rejected':
+        return `g.${key}`;
+      case 'conversions':
+        return '(g.leads + g.sales)';
+      case 'revenue':
+        return revenue;
+      case 'cost':
+        return cost;
+      case 'profit':
+        return `(${revenue} - ${cost})`;
+      case 'cr':
+        return `CASE WHEN g.clicks = 0 THEN NULL ELSE ${round(`${real('g.leads + g.sales')} / g.clicks * 1000000`)} END`;
+      case 'epc':
+        return `CASE WHEN g.clicks = 0 THEN NULL ELSE ${round(`${revenue} / g.clicks`)} END`;
+      case 'roi':
+        return `CASE WHEN ${cost} = 0 THEN NULL ELSE ${round(`(${revenue} - ${cost}) / ${cost} * 1000000`)} END`;
+      case 'day':
+        if (spec.time === undefined) break;
+        return spec.time.unit === 'hour' ? 'g.t / 24' : 'g.t';
+      case 'hour':
+        if (spec.time?.unit !== 'hour') break;
+        return 'g.t';
+      case 'flow_slug':
+        if (!spec.columns.includes('flow_id')) break;
+        return text('f.slug');
+      case 'stream_name':
+        if (!spec.columns.includes('stream_id')) break;
+        return text('s.name');
+      default:
+        if (!spec.columns.includes(key)) break;
+        return text(`g.${key}`);
+    }
+    throw new Error(`a report grouped by ${spec.columns.join(', ') || 'nothing'} cannot sort by ${key}`);
+  }
+
+  /**
+   * A read with a time budget: on PostgreSQL the transaction's `statement_timeout`; on SQLite the
+   * reader thread's clock, read by `sluice_in_budget()` as the statement scans (an in-memory
+   * database, which has no reader thread, reads without one). Past it: {@link QueryTimeout}.
+   */
+  async #budgeted(sql: string, params: readonly unknown[], budgetMs: number | undefined): Promise<Row[]> {
+    if (budgetMs === undefined) return this.#read.all(sql.replaceAll(BUDGET, '1 = 1'), params);
+    if (this.#x.dialect === 'postgres') {
+      const text = sql.replaceAll(BUDGET, '1 = 1');
+      try {
+        return await this.#x.transaction(async (tx) => {
+          await tx.run(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(budgetMs))}`);
+          return tx.all(text, params);
+        });
+      } catch (err) {
+        if (isStatementTimeout(err)) throw new QueryTimeout(budgetMs);
+        throw err;
+      }
+    }
+    if (this.#read.allWithin !== undefined)
+      return this.#read.allWithin(budgetMs, sql.replaceAll(BUDGET, 'sluice_in_budget()'), params);
+    return this.#read.all(sql.replaceAll(BUDGET, '1 = 1'), params);
   }
 
   async deleteRollupsBefore(before: string, opts: { signal?: AbortSignal } = {}): Promise<number> {
@@ -235,41 +413,72 @@ export class SqlReports implements ReportStore {
    * The currencies of the selection's money. Clicks' money is their flow's currency (a deleted
    * flow's from `deleted_flows`), read off whichever source the report sums.
    */
-  async currencies(spec: ReportSpec): Promise<string[]> {
+  async currencies(spec: ReportSpec, timeoutMs?: number): Promise<string[]> {
     const table = spec.source === 'rollups' ? 'report_hours' : 'clicks';
     const cw = this.#where(spec, table);
     const vw = this.#where(spec, 'conversions');
-    const rows = await this.#read.all(
+    const rows = await this.#budgeted(
       `SELECT currency FROM ${FLOW_CURRENCIES} AS f
-         WHERE id IN (SELECT DISTINCT flow_id FROM ${table} WHERE ${cw.sql} AND cost_micros > 0)
+         WHERE id IN (SELECT DISTINCT flow_id FROM ${table} WHERE ${cw.sql} AND cost_micros > 0 AND ${BUDGET})
        UNION
-       SELECT DISTINCT currency FROM conversions WHERE ${vw.sql} AND status <> 'rejected' AND payout_micros > 0`,
+       SELECT DISTINCT currency FROM conversions
+         WHERE ${vw.sql} AND status <> 'rejected' AND payout_micros > 0 AND ${BUDGET}`,
       [...cw.params, ...vw.params],
+      timeoutMs,
     );
     return rows.map((r) => String(r.currency)).sort();
   }
 }
 
-/**
- * The grouped columns as every source reads them: '' (an unknown OS or browser in the click log,
- * "none" in a rollup key) is none, so the click log, the conversions and the rollups agree.
- */
-const columnsOf = (cols: readonly ReportColumn[]) => cols.map((c) => `, NULLIF(${c}, '') AS ${c}`).join('');
-const groupKey = (cols: readonly ReportColumn[]) =>
-  ['bucket', ...cols.map((c) => `NULLIF(${c}, '')`)].join(', ');
+/** Where a budgeted statement checks its clock ({@link SqlReports} `#budgeted`). */
+const BUDGET = '/* budget */ 1 = 1';
 
-function groupOf(r: Row, cols: readonly ReportColumn[]): ReportGroup {
+/** The sums every source gives, in this order (money as whole units and the rest: see `sumMicros`). */
+const SUMS = [
+  'clicks',
+  'uniques',
+  'bots',
+  'no_match',
+  'leads',
+  'sales',
+  'rejected',
+  'cost_units',
+  'cost_rest',
+  'revenue_units',
+  'revenue_rest',
+] as const;
+const MONEY_PARTS: readonly string[] = ['cost_units', 'cost_rest', 'revenue_units', 'revenue_rest'];
+
+const money = (expr: string, as: string) =>
+  `SUM((${expr}) / 1000000) AS ${as}_units, SUM((${expr}) % 1000000) AS ${as}_rest`;
+const REVENUE = "CASE WHEN status = 'rejected' THEN 0 ELSE payout_micros END";
+/** {@link SUMS} of each source, as one grouped scan of it sums them. */
+const SOURCE_SUMS = {
+  clicks: `SUM(CASE WHEN outcome = 'redirect' THEN 1 ELSE 0 END) AS clicks,
+    SUM(CASE WHEN outcome = 'redirect' AND is_unique THEN 1 ELSE 0 END) AS uniques,
+    SUM(CASE WHEN outcome = 'bot' THEN 1 ELSE 0 END) AS bots,
+    SUM(CASE WHEN outcome = 'no_match' THEN 1 ELSE 0 END) AS no_match,
+    0 AS leads, 0 AS sales, 0 AS rejected, ${money('cost_micros', 'cost')}, 0 AS revenue_units, 0 AS revenue_rest`,
+  report_hours: `SUM(clicks) AS clicks, SUM(uniques) AS uniques, SUM(bots) AS bots, SUM(no_match) AS no_match,
+    0 AS leads, 0 AS sales, 0 AS rejected, ${money('cost_micros', 'cost')}, 0 AS revenue_units, 0 AS revenue_rest`,
+  conversions: `0 AS clicks, 0 AS uniques, 0 AS bots, 0 AS no_match,
+    SUM(CASE WHEN status = 'lead' THEN 1 ELSE 0 END) AS leads,
+    SUM(CASE WHEN status = 'sale' THEN 1 ELSE 0 END) AS sales,
+    SUM(CASE WHEN status = 'rejected' THEN 1 ELSE 0 END) AS rejected,
+    0 AS cost_units, 0 AS cost_rest, ${money(REVENUE, 'revenue')}`,
+};
+
+/** The sums of a row, read from the columns named `<prefix><sum>`. */
+function sumsOf(r: Row, prefix: string): ReportSums {
   return {
-    bucket: r.bucket === null || r.bucket === undefined ? null : toNum(r.bucket),
-    values: cols.map((c) => (r[c] === null || r[c] === undefined ? null : String(r[c]))),
-    clicks: toNum(r.clicks),
-    uniques: toNum(r.uniques),
-    bots: toNum(r.bots),
-    no_match: toNum(r.no_match),
-    cost_micros: microsOf(r, 'cost_micros'),
-    leads: toNum(r.leads),
-    sales: toNum(r.sales),
-    rejected: toNum(r.rejected),
-    revenue_micros: microsOf(r, 'revenue_micros'),
+    clicks: toNum(r[`${prefix}clicks`]),
+    uniques: toNum(r[`${prefix}uniques`]),
+    bots: toNum(r[`${prefix}bots`]),
+    no_match: toNum(r[`${prefix}no_match`]),
+    cost_micros: microsOf(r, `${prefix}cost`),
+    leads: toNum(r[`${prefix}leads`]),
+    sales: toNum(r[`${prefix}sales`]),
+    rejected: toNum(r[`${prefix}rejected`]),
+    revenue_micros: microsOf(r, `${prefix}revenue`),
   };
 }

@@ -16,6 +16,22 @@ export type Row = Record<string, unknown>;
 export interface SqlReader {
   /** Rows of a statement. */
   all<T = Row>(sql: string, params?: readonly unknown[]): Promise<T[]>;
+  /**
+   * Rows of a statement stopped once it has run `budgetMs`, rejecting with {@link QueryTimeout}:
+   * SQLite's reader thread, where `sluice_in_budget()` in the statement is its clock (node:sqlite
+   * has no way to interrupt a statement from outside, so the statement checks as it scans).
+   */
+  allWithin?<T = Row>(budgetMs: number, sql: string, params?: readonly unknown[]): Promise<T[]>;
+}
+
+/** A read stopped at its time budget (a report's `reports.query_timeout_ms`). */
+export class QueryTimeout extends Error {
+  readonly budgetMs: number;
+  constructor(budgetMs: number) {
+    super(`the query ran past its time budget of ${budgetMs} ms`);
+    this.name = 'QueryTimeout';
+    this.budgetMs = budgetMs;
+  }
 }
 
 export interface SqlExecutor extends SqlReader {

@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { ApiError } from '../errors/index.ts';
 import type { QueryStats } from './query-stats.ts';
-import type { Row, SqlReader } from './sql.ts';
+import { QueryTimeout, type Row, type SqlReader } from './sql.ts';
 
 const toParam = (v: unknown) =>
   v === undefined ? null : typeof v === 'boolean' ? (v ? 1 : 0) : v instanceof Date ? v.toISOString() : v;
@@ -21,7 +21,7 @@ export class SqliteReader implements SqlReader {
   #next = 0;
   readonly #pending = new Map<
     number,
-    { resolve: (rows: Row[]) => void; reject: (e: Error) => void; start: number }
+    { resolve: (rows: Row[]) => void; reject: (e: Error) => void; start: number; budgetMs?: number }
   >();
 
   constructor(path: string, stats: QueryStats) {
@@ -37,7 +37,11 @@ export class SqliteReader implements SqlReader {
     });
     w.on(
       'message',
-      (m: { id: number; rows?: Row[]; error?: { message: string; errcode: number | null } }) => {
+      (m: {
+        id: number;
+        rows?: Row[];
+        error?: { message: string; errcode: number | null; timeout: boolean };
+      }) => {
         const p = this.#pending.get(m.id);
         if (p === undefined) return;
         this.#pending.delete(m.id);
@@ -46,6 +50,11 @@ export class SqliteReader implements SqlReader {
         if (m.error === undefined) {
           this.#stats.ok(p.start);
           p.resolve(m.rows ?? []);
+        } else if (m.error.timeout && p.budgetMs !== undefined) {
+          // The statement's own doing (it took too long), not the database's state.
+          const err = new QueryTimeout(p.budgetMs);
+          this.#stats.failed(p.start, err, false);
+          p.reject(err);
         } else {
           const err = new ApiError('internal.error', `SQLite read failed: ${m.error.message}`);
           this.#stats.failed(p.start, err, false);
@@ -68,6 +77,15 @@ export class SqliteReader implements SqlReader {
   }
 
   all<T = Row>(sql: string, params: readonly unknown[] = []): Promise<T[]> {
+    return this.#read(sql, params, undefined);
+  }
+
+  /** The statement calls `sluice_in_budget()` (true until `budgetMs` have passed on the thread). */
+  allWithin<T = Row>(budgetMs: number, sql: string, params: readonly unknown[] = []): Promise<T[]> {
+    return this.#read(sql, params, budgetMs);
+  }
+
+  #read<T>(sql: string, params: readonly unknown[], budgetMs: number | undefined): Promise<T[]> {
     this.#worker ??= this.#start();
     this.#worker.ref();
     const id = ++this.#next;
@@ -76,8 +94,9 @@ export class SqliteReader implements SqlReader {
         resolve: resolve as (rows: Row[]) => void,
         reject,
         start: this.#stats.clock.monotonic(),
+        ...(budgetMs === undefined ? {} : { budgetMs }),
       });
-      this.#worker!.postMessage({ id, sql, params: params.map(toParam) });
+      this.#worker!.postMessage({ id, sql, params: params.map(toParam), budgetMs });
     });
   }
 

@@ -24,8 +24,8 @@ describe('the SQLite reader thread (#12)', () => {
         import { openSqlite } from ${JSON.stringify(STORAGE)};
         const s = openSqlite(${JSON.stringify(path)}, { now: () => Date.now(), monotonic: () => performance.now() });
         const spec = { from: '2026-01-01T00:00:00.000Z', to: '2026-01-02T00:00:00.000Z', columns: [], bucketSeconds: 0, filter: {}, source: 'clicks' };
-        const out = await s.reports.aggregate(spec);
-        console.log('read', out.clicks.length + out.conversions.length);
+        const out = await s.reports.aggregate(spec, { order: [], limit: 10 });
+        console.log('read', out.groups.length);
       `;
       const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
         timeout: 20_000,
