@@ -426,7 +426,12 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       telemetry,
       commit: build.commit,
     });
-    registerReportRoutes(acp, { storage, clock, clickRetentionDays: config.clicks.retention_days });
+    registerReportRoutes(acp, {
+      storage,
+      clock,
+      clickRetentionDays: config.clicks.retention_days,
+      queryTimeoutMs: config.reports.query_timeout_ms,
+    });
     registerHttpClientRoutes(acp, httpClient);
     registerCronRoutes(acp, scheduler);
     registerClusterRoutes(acp, {

@@ -10,15 +10,16 @@ import type { Clock } from '../time/index.ts';
 import type { AcpRouter } from './acp-router.ts';
 
 /**
- * `POST /acp/reports/query` (§15, viewer): the report as JSON, or as CSV (`format: csv`, a header
- * row, `text/csv`) that a spreadsheet opens with the same numbers. `POST /acp/reports/currencies`
+ * `POST /acp/reports/query` (viewer, docs/reports.md): the report as JSON, or as CSV (`format:
+ * csv`, a header row, `text/csv`; `X-Report-Truncated` and `X-Report-Total-Rows` say whether
+ * `limit` cut rows) that a spreadsheet opens with the same numbers. `POST /acp/reports/currencies`
  * (extension, viewer; the same body): `{currencies}` the selection's money is in, whatever
  * `filter.currency` says, so a client can offer one to pick: a report whose money is in several
  * counts everything but shows no money (its money figures are null).
  */
 export function registerReportRoutes(
   acp: AcpRouter,
-  deps: { storage: Storage; clock: Clock; clickRetentionDays: number },
+  deps: { storage: Storage; clock: Clock; clickRetentionDays: number; queryTimeoutMs: number },
 ): void {
   acp.add({
     path: '/acp/reports/query',
@@ -26,13 +27,18 @@ export function registerReportRoutes(
     body: ReportQueryBody,
     handler: async ({ body, reply }) => {
       const q = body as ReportQuery;
-      const report = await runReport(deps.storage, q, {
-        retentionDays: deps.clickRetentionDays,
-        now: deps.clock.now(),
-      });
+      const report = await runReport(
+        deps.storage,
+        q,
+        { retentionDays: deps.clickRetentionDays, now: deps.clock.now() },
+        deps.queryTimeoutMs,
+      );
       if (q.format !== 'csv') return report;
       reply.type('text/csv; charset=utf-8');
       reply.header('content-disposition', 'attachment; filename="sluice-report.csv"');
+      // A CSV has no place for them beside its rows (a comment line is a row to a spreadsheet).
+      reply.header('x-report-total-rows', String(report.total_rows));
+      reply.header('x-report-truncated', String(report.truncated));
       return reportCsv(report, q.group_by ?? []);
     },
   });
@@ -40,6 +46,8 @@ export function registerReportRoutes(
     path: '/acp/reports/currencies',
     role: 'viewer',
     body: ReportQueryBody,
-    handler: async ({ body }) => ({ currencies: await reportCurrencies(deps.storage, body as ReportQuery) }),
+    handler: async ({ body }) => ({
+      currencies: await reportCurrencies(deps.storage, body as ReportQuery, deps.queryTimeoutMs),
+    }),
   });
 }

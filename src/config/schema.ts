@@ -192,6 +192,9 @@ export const ConfigSchema = Type.Object(
         // The hourly rollups reports read (§15) are kept this long: longer than raw clicks
         // (clicks.retention_days), so a year's report by day and country still answers.
         retention_days: Type.Integer({ minimum: 1, maximum: 3650, default: 400 }),
+        // The database's time for one report (docs/reports.md#bounds): past it the report is
+        // refused; below storage.postgres.query_timeout_ms, so the server stops the work itself.
+        query_timeout_ms: Milliseconds(20_000, 100, 600_000),
       },
       strict,
     ),

@@ -275,6 +275,31 @@ for (const backend of BACKENDS) {
       }
     });
 
+    it('a report cut by limit says so: truncated in the JSON, X-Report-Truncated on the CSV', async () => {
+      const body = { group_by: ['country'], filter: { flow_id: flow.id } };
+      const cut = await report({ ...body, limit: 1 });
+      assert.deepEqual([cut.rows.length, cut.total_rows, cut.truncated], [1, 2, true]);
+      assert.equal(cut.totals.clicks, 6, 'totals count the rows cut off too');
+      const whole = await report(body);
+      assert.deepEqual([whole.rows.length, whole.truncated], [2, false]);
+      for (const [limit, truncated, lines] of [
+        [1, 'true', 2],
+        [1000, 'false', 3],
+      ] as const) {
+        const res = await t.acp('/acp/reports/query', admin, {
+          from: '2026-03-10',
+          to: '2026-03-11',
+          ...body,
+          limit,
+          format: 'csv',
+        });
+        assert.equal(res.status, 200);
+        assert.equal(res.headers.get('x-report-truncated'), truncated);
+        assert.equal(res.headers.get('x-report-total-rows'), '2');
+        assert.equal((await res.text()).trimEnd().split('\r\n').length, lines);
+      }
+    });
+
     it('bad queries are refused with the field named; mixed currencies are never summed', async () => {
       const badDim = await call<{ error: { code: string; message: string } }>(
         '/acp/reports/query',

@@ -247,7 +247,7 @@ export function ReportsPage() {
     </form>
     <p class="hint">Times in ${ZONE}. Clicks count at their time, conversions when the postback arrived${traffic === 'all' ? ' (a conversion on a bot click counts too: pick people only to leave those out)' : ''}. ${
       report
-        ? html`<span data-testid="report-updated">Updated ${fmt.time(new Date().toISOString())} · ${report.total_rows} rows${report.currency ? ` · money in ${report.currency}` : ''}</span>`
+        ? html`<span data-testid="report-updated">Updated ${fmt.time(new Date().toISOString())} · ${report.total_rows} rows${report.truncated ? ` (the first ${report.rows.length} shown)` : ''}${report.currency ? ` · money in ${report.currency}` : ''}</span>`
         : ''
     }</p>
     ${
