@@ -430,7 +430,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       storage,
       clock,
       clickRetentionDays: config.clicks.retention_days,
-      queryTimeoutMs: config.reports.query_timeout_ms,
+      bounds: { timeoutMs: config.reports.query_timeout_ms, maxRows: config.reports.max_rows },
     });
     registerHttpClientRoutes(acp, httpClient);
     registerCronRoutes(acp, scheduler);

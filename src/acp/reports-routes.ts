@@ -1,4 +1,5 @@
 import {
+  type ReportBounds,
   type ReportQuery,
   ReportQueryBody,
   reportCsv,
@@ -19,7 +20,7 @@ import type { AcpRouter } from './acp-router.ts';
  */
 export function registerReportRoutes(
   acp: AcpRouter,
-  deps: { storage: Storage; clock: Clock; clickRetentionDays: number; queryTimeoutMs: number },
+  deps: { storage: Storage; clock: Clock; clickRetentionDays: number; bounds: ReportBounds },
 ): void {
   acp.add({
     path: '/acp/reports/query',
@@ -31,7 +32,7 @@ export function registerReportRoutes(
         deps.storage,
         q,
         { retentionDays: deps.clickRetentionDays, now: deps.clock.now() },
-        deps.queryTimeoutMs,
+        deps.bounds,
       );
       if (q.format !== 'csv') return report;
       reply.type('text/csv; charset=utf-8');
@@ -47,7 +48,7 @@ export function registerReportRoutes(
     role: 'viewer',
     body: ReportQueryBody,
     handler: async ({ body }) => ({
-      currencies: await reportCurrencies(deps.storage, body as ReportQuery, deps.queryTimeoutMs),
+      currencies: await reportCurrencies(deps.storage, body as ReportQuery, deps.bounds),
     }),
   });
 }

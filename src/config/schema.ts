@@ -195,6 +195,9 @@ export const ConfigSchema = Type.Object(
         // The database's time for one report (docs/reports.md#bounds): past it the report is
         // refused; below storage.postgres.query_timeout_ms, so the server stops the work itself.
         query_timeout_ms: Milliseconds(20_000, 100, 600_000),
+        // Rows one report answers at most, whatever its limit (the rest cut, `truncated: true`):
+        // the node holds them while it answers (docs/reports.md#bounds).
+        max_rows: Type.Integer({ minimum: 1000, maximum: 100_000, default: 25_000 }),
       },
       strict,
     ),

@@ -183,11 +183,11 @@ function planReport(q: ReportQuery): ReportPlan {
 export async function reportCurrencies(
   storage: Storage,
   q: ReportQuery,
-  timeoutMs?: number,
+  bounds: ReportBounds = {},
 ): Promise<string[]> {
   const { spec } = planReport(q);
   const { currency: _currency, ...filter } = spec.filter;
-  return withinBudget(() => storage.reports.currencies({ ...spec, filter }, timeoutMs));
+  return withinBudget(() => storage.reports.currencies({ ...spec, filter }, bounds.timeoutMs));
 }
 
 /** What a report needs to know of the click log beside the query: how far back it holds clicks. */
@@ -198,19 +198,26 @@ export interface ClickLogReach {
   now: number;
 }
 
+/** What one report may cost the node (docs/reports.md#bounds); none given: unbounded. */
+export interface ReportBounds {
+  /** `reports.query_timeout_ms`: the database's time for it, past which it is refused. */
+  timeoutMs?: number | undefined;
+  /** `reports.max_rows`: rows it answers at most, whatever its `limit` (then `truncated: true`). */
+  maxRows?: number | undefined;
+}
+
 /**
  * The report engine (docs/reports.md): validates the query; has storage sum the click log (or its
  * hourly rollups) and the conversions into the report's groups (local days or hours and the asked
- * columns), sort them and cut them to `limit`, so the node holds the rows it answers and no more
- * whatever the number of groups; then adds the formulas. Clicks count at their time, conversions
- * at the postback's arrival, each with the dimensions of its click. `timeoutMs`
- * (`reports.query_timeout_ms`) bounds the database's time: past it the report is refused.
+ * columns), sort them and cut them to `limit` (and `bounds.maxRows`), so the node holds the rows
+ * it answers and no more whatever the number of groups; then adds the formulas. Clicks count at
+ * their time, conversions at the postback's arrival, each with the dimensions of its click.
  */
 export async function runReport(
   storage: Storage,
   q: ReportQuery,
   reach?: ClickLogReach,
-  timeoutMs?: number,
+  bounds: ReportBounds = {},
 ): Promise<Report> {
   const plan = planReport(q);
   const { tz, groupBy, timeDim, source } = plan;
@@ -218,11 +225,12 @@ export async function runReport(
   // Money in several currencies is never added up: such a report still counts clicks and
   // conversions, with every money figure null, and names the currencies (filter.currency narrows
   // it to one). Refusing it instead answered nothing at all to a question the contract allows.
+  const { timeoutMs, maxRows } = bounds;
   const currencies = await withinBudget(() => storage.reports.currencies(spec, timeoutMs));
   const mixed = currencies.length > 1;
   const currency = mixed ? null : (q.filter?.currency ?? currencies[0] ?? null);
 
-  const limit = q.limit ?? 1000;
+  const limit = Math.min(q.limit ?? 1000, maxRows ?? Number.POSITIVE_INFINITY);
   const answer = await withinBudget(() =>
     storage.reports.aggregate(spec, { order: orderOf(q, groupBy, mixed), limit, timeoutMs }),
   );

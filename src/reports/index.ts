@@ -1,4 +1,12 @@
-export { metricsOf, type Report, type ReportRow, reportCsv, reportCurrencies, runReport } from './engine.ts';
+export {
+  metricsOf,
+  type Report,
+  type ReportBounds,
+  type ReportRow,
+  reportCsv,
+  reportCurrencies,
+  runReport,
+} from './engine.ts';
 export {
   DIMENSION_KEYS,
   DIMENSIONS,

@@ -21,7 +21,14 @@ export class SqliteReader implements SqlReader {
   #next = 0;
   readonly #pending = new Map<
     number,
-    { resolve: (rows: Row[]) => void; reject: (e: Error) => void; start: number; budgetMs?: number }
+    {
+      resolve: (rows: Row[]) => void;
+      reject: (e: Error) => void;
+      start: number;
+      budgetMs?: number;
+      /** The chunks' rows so far. */
+      rows: Row[];
+    }
   >();
 
   constructor(path: string, stats: QueryStats) {
@@ -40,16 +47,19 @@ export class SqliteReader implements SqlReader {
       (m: {
         id: number;
         rows?: Row[];
+        more?: boolean;
         error?: { message: string; errcode: number | null; timeout: boolean };
       }) => {
         const p = this.#pending.get(m.id);
         if (p === undefined) return;
+        if (m.rows !== undefined) for (const row of m.rows) p.rows.push(row);
+        if (m.more === true) return;
         this.#pending.delete(m.id);
         // Idle, the thread does not keep the process alive; a query under way does.
         if (this.#pending.size === 0) w.unref();
         if (m.error === undefined) {
           this.#stats.ok(p.start);
-          p.resolve(m.rows ?? []);
+          p.resolve(p.rows);
         } else if (m.error.timeout && p.budgetMs !== undefined) {
           // The statement's own doing (it took too long), not the database's state.
           const err = new QueryTimeout(p.budgetMs);
@@ -95,6 +105,7 @@ export class SqliteReader implements SqlReader {
         reject,
         start: this.#stats.clock.monotonic(),
         ...(budgetMs === undefined ? {} : { budgetMs }),
+        rows: [],
       });
       this.#worker!.postMessage({ id, sql, params: params.map(toParam), budgetMs });
     });

@@ -159,6 +159,18 @@ for (const backend of BACKENDS) {
       );
     });
 
+    it('reports.max_rows cuts a larger limit: the first rows of the same order, truncated', async () => {
+      const { reader, storage: s } = counted();
+      const r = await runReport(s, query({ limit: 100_000 }), undefined, { maxRows: 1000 });
+      assert.equal(r.rows.length, 1000);
+      assert.ok(reader.most <= 1000, `at most 1,000 rows a statement, not ${reader.most}`);
+      assert.deepEqual([r.total_rows, r.truncated, r.totals.clicks], [SUBS, true, CLICKS]);
+      assert.deepEqual(
+        r.rows.slice(0, 10).map((row) => [row.sub1, row.clicks, row.revenue]),
+        top(expected, 'clicks', 10),
+      );
+    });
+
     it('a report whose rows all fit is not truncated', async () => {
       const r = await runReport(storage, query({ group_by: ['country'], limit: 10, source: 'clicks' }));
       assert.deepEqual(
@@ -172,13 +184,13 @@ for (const backend of BACKENDS) {
     it('past its time budget a report is refused, naming the setting; the next one answers', async () => {
       // A millisecond: no scan of 200,000 clicks ends in it (the check runs as the scan goes).
       await assert.rejects(
-        runReport(storage, query({ limit: 10 }), undefined, 1),
+        runReport(storage, query({ limit: 10 }), undefined, { timeoutMs: 1 }),
         (err: unknown) =>
           err instanceof ApiError &&
           err.code === 'validation.invalid_input' &&
           /reports\.query_timeout_ms \(1 ms\)/.test(err.message),
       );
-      const r = await runReport(storage, query({ limit: 3 }), undefined, 600_000);
+      const r = await runReport(storage, query({ limit: 3 }), undefined, { timeoutMs: 600_000 });
       assert.equal(r.rows.length, 3);
       assert.equal(r.totals.clicks, CLICKS);
     });
