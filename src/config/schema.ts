@@ -197,7 +197,7 @@ export const ConfigSchema = Type.Object(
         query_timeout_ms: Milliseconds(20_000, 100, 600_000),
         // Rows one report answers at most, whatever its limit (the rest cut, `truncated: true`):
         // the node holds them while it answers (docs/reports.md#bounds).
-        max_rows: Type.Integer({ minimum: 1000, maximum: 100_000, default: 25_000 }),
+        max_rows: Type.Integer({ minimum: 1000, maximum: 100_000, default: 10_000 }),
       },
       strict,
     ),
