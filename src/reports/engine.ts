@@ -38,9 +38,12 @@ export interface Report {
   currency: string | null;
   /** Extension: the currencies the selection's money is in (two or more: its money figures are null). */
   currencies: string[];
-  /** Rows before `limit` cut them. */
+  /** Rows before they were cut (see `truncated`). */
   total_rows: number;
-  /** Whether `limit` cut rows off (`total_rows` says how many there were; `totals` count them all). */
+  /**
+   * Whether rows were cut off, by `limit` or by `reports.max_rows` (`total_rows` says how many there
+   * were; `totals` count them all).
+   */
   truncated: boolean;
   /** Where clicks were summed from: `rollups` (hourly sums) or `clicks` (the click log). */
   source: 'rollups' | 'clicks';
@@ -72,8 +75,6 @@ const COLUMN_OF: Partial<Record<Dimension, ReportColumn>> = {
 const invalid = (path: string, message: string) =>
   new ApiError('validation.invalid_input', `${path}: ${message}`, { details: [{ path, message }] });
 
-type Sums = ReportSums;
-
 /** Ratios to six decimals: the JSON and the CSV carry the same figure. */
 const ratio = (a: number, b: number) => (b === 0 ? null : Math.round((a / b) * 1e6) / 1e6);
 
@@ -81,7 +82,7 @@ const ratio = (a: number, b: number) => (b === 0 ? null : Math.round((a / b) * 1
  * The metrics of §15 from sums; a ratio whose denominator is 0 is null, and so is every money
  * figure when `mixed` (the sums hold money in several currencies, which are never added up).
  */
-export function metricsOf(s: Sums, mixed = false): Record<Metric, number | null> {
+export function metricsOf(s: ReportSums, mixed = false): Record<Metric, number | null> {
   const conversions = s.leads + s.sales;
   const profit = s.revenue_micros - s.cost_micros;
   return {
@@ -109,7 +110,6 @@ interface ReportPlan {
   spec: ReportSpec;
   tz: string;
   groupBy: readonly Dimension[];
-  dims: Dimension[];
   timeDim: 'day' | 'hour' | undefined;
   source: ReportSpec['source'];
 }
@@ -172,7 +172,7 @@ function planReport(q: ReportQuery): ReportPlan {
     filter: q.filter ?? {},
     source,
   };
-  return { spec, tz, groupBy, dims, timeDim, source };
+  return { spec, tz, groupBy, timeDim, source };
 }
 
 /**

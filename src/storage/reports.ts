@@ -381,12 +381,14 @@ export class SqlReports implements ReportStore {
   async #budgeted(sql: string, params: readonly unknown[], budgetMs: number | undefined): Promise<Row[]> {
     if (this.#x.dialect === 'postgres') {
       const text = sql.replaceAll(BUDGET, '1 = 1');
-      const timeout = budgetMs === undefined ? '0' : String(Math.max(1, Math.floor(budgetMs)));
+      // Without a budget the role's own statement_timeout, if any, stays.
+      const settings =
+        budgetMs === undefined
+          ? "SELECT set_config('jit', 'off', true)"
+          : `SELECT set_config('jit', 'off', true), set_config('statement_timeout', '${Math.max(1, Math.floor(budgetMs))}', true)`;
       try {
         return await this.#x.transaction(async (tx) => {
-          await tx.all("SELECT set_config('jit', 'off', true), set_config('statement_timeout', ?, true)", [
-            timeout,
-          ]);
+          await tx.all(settings);
           return tx.all(text, params);
         });
       } catch (err) {
