@@ -155,11 +155,13 @@ export async function startServer(
      * measured in the same run as this one's.
      */
     child?: string;
+    /** Node flags beyond {@link NODE_SERVER_FLAGS} (e.g. `--cpu-prof`). */
+    flags?: readonly string[];
   } = {},
 ): Promise<BenchServer> {
   const args = [variant, ...(opts.scenario ? ['--scenario', JSON.stringify(opts.scenario)] : [])];
   const proc = fork(opts.child ?? resolve(import.meta.dirname, 'server-child.ts'), args, {
-    execArgv: NODE_SERVER_FLAGS,
+    execArgv: [...NODE_SERVER_FLAGS, ...(opts.flags ?? [])],
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
   const ready = await firstMessage<{ port: number; pid: number }>(proc, name);

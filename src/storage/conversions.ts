@@ -101,12 +101,15 @@ export class SqlConversions implements ConversionStore {
   readonly #fromClickLog: string;
   /** Where the list reads (SQLite: the reader thread), as the clicks list does. */
   readonly #read: SqlReader;
+  /** Where postbacks write (a SQLite node: the writer thread, whose commits hold no event loop). */
+  readonly #write: SqlReader;
 
-  constructor(x: SqlExecutor, clock: Clock, read: SqlReader = x) {
+  constructor(x: SqlExecutor, clock: Clock, read: SqlReader = x, write: SqlReader = x) {
     this.#x = x;
     this.#clock = clock;
     this.#fromClickLog = fromClickLog(x.dialect);
     this.#read = read;
+    this.#write = write;
   }
 
   async upsert(
@@ -130,10 +133,14 @@ export class SqlConversions implements ConversionStore {
     ];
     let rows: Row[];
     if (click === undefined) {
-      rows = await this.#x.all(this.#fromClickLog, [...own, input.click_id]);
+      rows = await this.#write.all(this.#fromClickLog, [...own, input.click_id]);
     } else {
       if (click.click_id !== input.click_id) throw new Error('upsert: the click given is not the postback’s');
-      rows = await this.#x.all(fromGiven, [...own, click.created_at, ...ATTRIBUTION.map((a) => click[a])]);
+      rows = await this.#write.all(fromGiven, [
+        ...own,
+        click.created_at,
+        ...ATTRIBUTION.map((a) => click[a]),
+      ]);
     }
     const row = rows[0];
     if (row === undefined) return undefined;

@@ -42,7 +42,10 @@ export interface Backend {
   close(): Promise<void>;
   /** Long reads off the main thread (SQLite on a file); absent: `exec` reads. */
   reader?: SqlReader;
-  /** Click and counter batches off the main thread (a SQLite node); absent: `exec` writes them. */
+  /**
+   * Click and counter batches and postbacks' upserts off the main thread (a SQLite node); absent:
+   * `exec` writes them.
+   */
   writer?: SqliteWriter;
   /** What the checkpoint thread has done (SQLite on a file, when the node runs one). */
   checkpoints?(): NonNullable<DbSection['checkpoints']>;
@@ -89,7 +92,7 @@ export class SqlStorage implements Storage {
     this.cluster = new ClusterStore(backend.exec, clock);
     this.#guard = new BatchGuard(backend.exec, clock);
     this.clicks = new SqlClicks(backend.exec, this.#guard, backend.reader, backend.writer);
-    this.conversions = new SqlConversions(backend.exec, clock, backend.reader);
+    this.conversions = new SqlConversions(backend.exec, clock, backend.reader, backend.writer?.statements);
     this.reports = new SqlReports(backend.exec, backend.reader, backend.writer);
     this.audit = new SqlAudit(backend.exec, clock);
     this.sightings = new SqlSightings(backend.exec, backend.writer);

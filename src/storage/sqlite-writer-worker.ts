@@ -2,9 +2,9 @@
  * The worker side of {@link SqliteWriter}: a second read-write connection to the node's SQLite file
  * that applies click and counter batches and visitors' first sightings with the same code the node's
  * own connection would use (`SqlClicks.insertBatch`, `addCounters`, each under its batch guard;
- * `SqlSightings.add`) and runs single statements
- * (retention's chunks). Large arrays arrive in parts before the message that applies them (see
- * `sqlite-writer.ts`); answers are `{id, result}` or `{id, error}`.
+ * `SqlSightings.add`) and runs single statements (retention's chunks) and statements that answer
+ * with rows (postbacks' upserts, several in one transaction). Large arrays arrive in parts before
+ * the message that applies them (see `sqlite-writer.ts`); answers are `{id, result}` or `{id, error}`.
  */
 import { DatabaseSync } from 'node:sqlite';
 import { parentPort, workerData } from 'node:worker_threads';
@@ -17,7 +17,13 @@ import type { QueryTimer } from './query-stats.ts';
 import { SqlSightings } from './sightings.ts';
 import { SqliteExecutor } from './sqlite-executor.ts';
 import { checkpointEvery } from './sqlite-wal-checkpoint.ts';
-import type { WriterAnswer, WriterFailure, WriterMessage } from './sqlite-writer.ts';
+import type {
+  WriterAnswer,
+  WriterFailure,
+  WriterMessage,
+  WriterStatement,
+  WriterStatementAnswer,
+} from './sqlite-writer.ts';
 import type { ClickBatch, CounterBatch } from './types.ts';
 
 const {
@@ -76,7 +82,34 @@ async function apply(m: Extract<WriterMessage, { now: number }>): Promise<unknow
     const { server_id, rows } = withParts(m.id, m.batch);
     return sightings.add(server_id, rows);
   }
+  if (m.op === 'statements') return statements(m.items);
   return exec.run(m.sql, m.params);
+}
+
+/**
+ * Statements sent together (postbacks' upserts), in one transaction: one commit, one disk sync for
+ * all. When one fails, the transaction is rolled back and each is run again on its own, so that
+ * each answers for itself (the others are applied, the failing one gets its own error).
+ */
+async function statements(items: readonly WriterStatement[]): Promise<WriterStatementAnswer[]> {
+  if (items.length > 1) {
+    try {
+      return await exec.transaction(async (tx) => {
+        const out: WriterStatementAnswer[] = [];
+        for (const it of items) out.push({ rows: await tx.all(it.sql, it.params) });
+        return out;
+      });
+    } catch {}
+  }
+  const out: WriterStatementAnswer[] = [];
+  for (const it of items) {
+    try {
+      out.push({ rows: await exec.all(it.sql, it.params) });
+    } catch (err) {
+      out.push({ error: failure(err) });
+    }
+  }
+  return out;
 }
 
 /** The first cause as it would read on the node's own connection: its name, code and message. */

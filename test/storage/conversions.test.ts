@@ -5,13 +5,13 @@ import { runReport } from '../../src/reports/index.ts';
 import { type ConversionRecord, clickRecordOf, newBatchId, type Storage } from '../../src/storage/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
 import { flowInput, newClick } from '../helpers/records.ts';
-import { BACKENDS, type Opened } from './backends.ts';
+import { BATCH_BACKENDS, type Opened } from './backends.ts';
 
 const isCode = (code: string) => (err: unknown) => err instanceof ApiError && err.code === code;
 const T0 = Date.UTC(2026, 0, 2, 12);
 
-for (const backend of BACKENDS) {
-  describe(`conversions on ${backend.name}`, async () => {
+for (const backend of BATCH_BACKENDS) {
+  describe(`conversions on ${backend.label}`, async () => {
     const available = await backend.available();
     const clock = new ManualClock(T0 + 3_600_000);
     let opened: Opened;

@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
-import { ApiError, describeCause } from '../../src/errors/index.ts';
+import { ApiError, describeCause, hasCode } from '../../src/errors/index.ts';
 import { newBatchId, openSqlite, type Storage } from '../../src/storage/index.ts';
 import { QueryStats } from '../../src/storage/query-stats.ts';
 import { SqliteWriter } from '../../src/storage/sqlite-writer.ts';
@@ -148,5 +148,40 @@ describe('the SQLite writer thread (#12)', () => {
     }
     const page = await storage.clicks.list({ filter: { flow_id: 'uncopyable' }, limit: 5 });
     assert.equal(page.total, 1);
+  });
+
+  test('statements sent at once go in one message and one transaction; one that fails answers alone, the others apply', async () => {
+    const stats = new QueryStats(systemClock);
+    const writer = new SqliteWriter({ path, stats, busyTimeoutMs: 1000 });
+    try {
+      const put = (name: string) =>
+        writer.statements.all(
+          'INSERT INTO deployment_secrets (name, value, created_at) VALUES (?, ?, ?) RETURNING name',
+          [name, 'v', '2026-01-01T00:00:00.000Z'],
+        );
+      await put('stmt-taken');
+      const before = stats.recorder.count;
+      const answers = await Promise.allSettled([put('stmt-a'), put('stmt-taken'), put('stmt-b')]);
+      assert.deepEqual(answers[0], { status: 'fulfilled', value: [{ name: 'stmt-a' }] });
+      assert.equal(answers[1]!.status, 'rejected');
+      assert.ok(
+        hasCode((answers[1] as PromiseRejectedResult).reason, 'resource.conflict'),
+        'the duplicate keeps its own error',
+      );
+      assert.deepEqual(answers[2], { status: 'fulfilled', value: [{ name: 'stmt-b' }] });
+      assert.equal(stats.recorder.count - before, 1, 'one message for the three');
+    } finally {
+      await writer.close();
+    }
+    const raw = new DatabaseSync(path, { readOnly: true });
+    try {
+      const names = raw
+        .prepare("SELECT name FROM deployment_secrets WHERE name LIKE 'stmt-%' ORDER BY name")
+        .all()
+        .map((r) => r.name);
+      assert.deepEqual(names, ['stmt-a', 'stmt-b', 'stmt-taken'], 'applied once each');
+    } finally {
+      raw.close();
+    }
   });
 });
