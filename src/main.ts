@@ -277,6 +277,17 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     election.onChange((isLeader) => {
       if (!isLeader) scheduler.abortLeaderRuns();
     });
+    // First sightings are written to the database: nodes that share PostgreSQL agree on uniques
+    // through them, and a node (SQLite's single one too) that restarts still knows who clicked
+    // (docs/clicks.md#uniqueness).
+    const clickDescriber = new ClickDescriber({
+      clock,
+      userAgentCacheMax: config.routing.user_agent_cache_max,
+      visitorSecret: await visitorSecret(config.clicks.visitor_key_secret, storage),
+      uniquenessTtlHours: config.routing.uniqueness_ttl_hours,
+      uniquenessMaxEntries: config.routing.uniqueness_max_entries,
+      shareUniqueness: true,
+    });
     // With a clicks.flush task the scheduler writes the click log; without one, its own timer.
     const writes = clickWrites(config.cron.tasks, config.clicks.flush_interval_ms);
     const clickLog = new ClickLog({
@@ -289,6 +300,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       flushIntervalMs: writes.timerMs,
       clock,
       telemetry,
+      uniqueness: clickDescriber.uniqueness,
     });
     for (const [name, task] of Object.entries(config.cron.tasks)) {
       scheduler.add({
@@ -314,16 +326,6 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     telemetry.setSection('cache', () => routing.cache.section());
     telemetry.setSection('streams', () => routing.streamsSection());
     telemetry.setSection('traffic_flows', () => routing.flowsSection());
-    // First sightings are written to the database: nodes that share PostgreSQL agree on uniques
-    // through them, and a node (SQLite's single one too) that restarts still knows who clicked (§11).
-    const clickDescriber = new ClickDescriber({
-      clock,
-      userAgentCacheMax: config.routing.user_agent_cache_max,
-      visitorSecret: await visitorSecret(config.clicks.visitor_key_secret, storage),
-      uniquenessTtlHours: config.routing.uniqueness_ttl_hours,
-      uniquenessMaxEntries: config.routing.uniqueness_max_entries,
-      shareUniqueness: true,
-    });
     const uniquenessExchange = new UniquenessExchange({
       window: clickDescriber.uniqueness,
       store: storage.sightings,

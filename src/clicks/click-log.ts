@@ -11,6 +11,7 @@ import {
 } from '../storage/index.ts';
 import type { ClicksSection, Logger, Telemetry } from '../telemetry/index.ts';
 import { type Clock, retryUntil, systemClock } from '../time/index.ts';
+import type { UniquenessWindow } from './uniqueness.ts';
 
 /**
  * Attempts of one batch that failed for a reason other than the database being unavailable (a row
@@ -64,6 +65,8 @@ export interface ClickLogOptions {
    * families of the exposition, both read from {@link ClickLog.stats} so they never disagree.
    */
   telemetry?: Telemetry;
+  /** The uniqueness table the clicks are judged by, shown with them (`uniqueness` of the section). */
+  uniqueness?: Pick<UniquenessWindow, 'size' | 'maxEntries' | 'evictedEarly'>;
 }
 
 /** The click log's figures for system metrics (cumulative since start, except the gauges). */
@@ -108,6 +111,7 @@ export class ClickLog {
   #failingSince: number | undefined;
   #timer: NodeJS.Timeout | undefined;
   #chain: Promise<unknown> = Promise.resolve();
+  readonly #uniqueness: ClickLogOptions['uniqueness'];
 
   constructor(opts: ClickLogOptions) {
     this.#store = opts.store;
@@ -118,6 +122,7 @@ export class ClickLog {
     this.#batchMax = opts.batchMaxRows ?? opts.store.batchMaxRows ?? CLICK_BATCH_MAX_ROWS;
     this.#intervalMs = opts.flushIntervalMs;
     this.#clock = opts.clock ?? systemClock;
+    this.#uniqueness = opts.uniqueness;
     if (opts.telemetry !== undefined) this.#report(opts.telemetry);
   }
 
@@ -139,6 +144,17 @@ export class ClickLog {
         ['', s.unacked],
       ]);
       w.gauge('clicks_buffer_max', 'clicks.buffer_max: clicks held in memory at most.', [['', s.buffer_max]]);
+      w.counter(
+        'uniqueness_early_evictions',
+        'Visitor pairs evicted from the full uniqueness table before their window ended: each may count a later click unique again.',
+        [['', s.uniqueness.early_evictions]],
+      );
+      w.gauge('uniqueness_entries', 'Visitor pairs held in the uniqueness table.', [
+        ['', s.uniqueness.entries],
+      ]);
+      w.gauge('uniqueness_max_entries', 'routing.uniqueness_max_entries: visitor pairs held at most.', [
+        ['', s.uniqueness.max_entries],
+      ]);
     });
   }
 
@@ -178,6 +194,11 @@ export class ClickLog {
       failed_flushes: this.#failed,
       last_error: this.#lastError,
       failing_since: this.#failingSince === undefined ? null : new Date(this.#failingSince).toISOString(),
+      uniqueness: {
+        entries: this.#uniqueness?.size ?? 0,
+        max_entries: this.#uniqueness?.maxEntries ?? 0,
+        early_evictions: this.#uniqueness?.evictedEarly ?? 0,
+      },
     };
   }
 

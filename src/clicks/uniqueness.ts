@@ -133,7 +133,15 @@ export class UniquenessWindow {
     for (const visitors of this.#flows.values()) n += visitors.size;
     return n;
   }
-  /** Pairs that had to leave before their window ended, because `maxEntries` were held. */
+  /** `routing.uniqueness_max_entries`: pairs held at most. */
+  get maxEntries(): number {
+    return this.#max;
+  }
+  /**
+   * Pairs that had to leave before their window ended, because `maxEntries` were held: each may
+   * count its visitor's next click on that flow unique again. Shown as `clicks.uniqueness` in system
+   * metrics and `P_uniqueness_early_evictions_total` (docs/telemetry.md).
+   */
   get evictedEarly(): number {
     return this.#evictedEarly;
   }

@@ -113,6 +113,19 @@ export interface ClicksSection {
    * this does not: it is what says the log is failing now.
    */
   failing_since: string | null;
+  /**
+   * The uniqueness table of this node (docs/clicks.md#uniqueness): (flow, visitor) pairs held, the
+   * bound (`routing.uniqueness_max_entries`), and pairs evicted before their window ended because
+   * it was full — each may count a visitor's later click unique again (an over-count).
+   */
+  uniqueness: UniquenessSection;
+}
+
+/** The uniqueness table in the `clicks` section. */
+export interface UniquenessSection {
+  entries: number;
+  max_entries: number;
+  early_evictions: number;
 }
 
 /**
@@ -182,6 +195,7 @@ export const EMPTY_SECTIONS: { readonly [K in SectionName]: () => Sections[K] } 
     failed_flushes: 0,
     last_error: null,
     failing_since: null,
+    uniqueness: { entries: 0, max_entries: 0, early_evictions: 0 },
   }),
   postbacks: () => ({ key_required: true, key_source: 'none' }),
 };

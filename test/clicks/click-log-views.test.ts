@@ -44,6 +44,7 @@ describe("a node's click log in system metrics, the exposition and procedure 6",
       failed_flushes: 0,
       last_error: null,
       failing_since: null,
+      uniqueness: { entries: 0, max_entries: 1_000_000, early_evictions: 0 },
     });
     assert.equal(await t.node.clickLog.persist(), 5);
     const m = await metrics();
@@ -81,5 +82,35 @@ describe("a node's click log in system metrics, the exposition and procedure 6",
     assert.equal(await t.node.clickLog.persist(), 1000);
     assert.equal((await metrics()).dropped, 3);
     assert.equal((await acpHealth()).status, 'finding');
+  });
+});
+
+describe("the uniqueness table's early evictions in system metrics and the exposition", () => {
+  let t: TestNode;
+  let viewer: string;
+  before(async () => {
+    t = await startTestNode({
+      yaml: 'routing:\n  uniqueness_max_entries: 1000\nobservability:\n  metrics:\n    prometheus_enabled: true\n',
+    });
+    viewer = await t.token('viewer');
+  });
+  after(() => t.close());
+
+  test('a full table evicts pairs early; the count (the over-count of uniques) shows in both views alike', async () => {
+    const uniqueness = async () =>
+      ((await (await t.acp('/acp/system/metrics', viewer)).json()) as { clicks: { uniqueness: unknown } })
+        .clicks.uniqueness;
+    assert.deepEqual(await uniqueness(), { entries: 0, max_entries: 1000, early_evictions: 0 });
+    // The node's own table, as /go fills it: 1,003 visitors on one flow within the TTL.
+    for (let i = 0; i < 1003; i++) assert.equal(t.node.clickDescriber.uniqueness.check('flow-u', i), true);
+    // The first three visitors left early: their next click counts unique again (the over-count).
+    assert.equal(t.node.clickDescriber.uniqueness.check('flow-u', 0), true);
+    assert.deepEqual(await uniqueness(), { entries: 1000, max_entries: 1000, early_evictions: 4 });
+    const body = await (await fetch(`${t.url}/metrics`)).text();
+    assert.equal(sample(body, 'sluice_uniqueness_early_evictions_total'), 4);
+    assert.equal(sample(body, 'sluice_uniqueness_entries'), 1000);
+    assert.equal(sample(body, 'sluice_uniqueness_max_entries'), 1000);
+    assert.match(body, /^# TYPE sluice_uniqueness_early_evictions_total counter$/m);
+    assert.match(body, /^# TYPE sluice_uniqueness_entries gauge$/m);
   });
 });

@@ -95,6 +95,8 @@ for (const backend of BACKENDS) {
         failed_flushes: 0,
         last_error: null,
         failing_since: null,
+        // No uniqueness table given (a node gives its own): zeros, one shape either way.
+        uniqueness: { entries: 0, max_entries: 0, early_evictions: 0 },
       });
       assert.equal(await log.persist(), 0, 'nothing left');
       assert.equal(ids.length, 3);
