@@ -513,6 +513,15 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     }
 
     scheduler.start();
+    // Whom the node believes about a client (docs/deployment.md#behind-a-reverse-proxy): a proxy
+    // among these that passes on a client's own country header lets the client pick its country.
+    logger.info(
+      {
+        trusted_proxies: config.app.server.trusted_proxies,
+        country_header: config.app.server.country_header,
+      },
+      'client address (X-Forwarded-For) and country header believed from these trusted proxies only',
+    );
     logger.info(
       { url, mode, commit: build.commit, version: build.version, files: loaded.files },
       'sluice started',

@@ -3,6 +3,7 @@ import { ROLES, type Role } from '../config/index.ts';
 import type { Partially, SystemMetrics } from '../telemetry/index.ts';
 import {
   auditVersions,
+  type CountryProbe,
   evaluate,
   type FailedCallView,
   type NodeReport,
@@ -105,6 +106,41 @@ function errorCode(a: Answer): string {
 
 const asRole = (x: unknown): Role | undefined => ROLES.find((r) => r === x);
 
+/**
+ * Antarctica: a country no real visitor's header names, so a node that answers with it believed the
+ * doctor's own header.
+ */
+const PROBE_COUNTRY = 'AQ';
+
+/** Hosts that are this machine: a node reached there sees the doctor as a loopback peer. */
+const LOOPBACK_HOST = /^(localhost|0\.0\.0\.0|127(\.\d{1,3}){3}|\[::1\]|\[::ffff:127(\.\d{1,3}){3}\])$/i;
+
+/**
+ * `GET /healthz` carrying {@link PROBE_COUNTRY} in the node's country header, as a client would
+ * send it: every answer says the country the node believed (`X-Client-Country-Code`). Undefined
+ * when it could not be sent.
+ */
+async function probeCountry(
+  base: string,
+  header: string,
+  timeoutMs: number,
+): Promise<CountryProbe | undefined> {
+  try {
+    const res = await fetch(`${base}/healthz`, {
+      headers: { [header]: PROBE_COUNTRY },
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    await res.arrayBuffer();
+    return {
+      header,
+      believed: res.headers.get('x-client-country-code') === PROBE_COUNTRY,
+      direct: LOOPBACK_HOST.test(new URL(base).hostname),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
 /** Reads one node through its public ACP, as any operator script could. */
 export async function gather(
   url: string,
@@ -187,6 +223,11 @@ export async function gather(
     role === undefined || roleAllows(role, 'operator')
       ? await post('/acp/http-client/recent-failures', { limit: 500 })
       : undefined;
+  const config = await post('/acp/system/config');
+  const app =
+    config.status === 200 ? (config.body.app as { server?: { country_header?: unknown } }) : undefined;
+  const header = app?.server?.country_header;
+  const countryProbe = typeof header === 'string' ? await probeCountry(base, header, timeoutMs) : undefined;
   // Last, so that the controllers it reads include the calls above (procedure 6 on a fresh node).
   const metrics = await post('/acp/system/metrics');
   return {
@@ -206,6 +247,7 @@ export async function gather(
     // A node that could not say the role refused the doctor here: those 403s are its own.
     ...(failures?.status === 403 ? { ownRefusals: ['/acp/http-client/recent-failures'] } : {}),
     problems,
+    countryProbe,
     // The node's clock: `running_since` and `next_run_at` are its times, and ours may be off.
     now: metrics.date ?? now(),
   };

@@ -60,8 +60,23 @@ export interface NodeSnapshot {
   ownRefusals?: readonly string[] | undefined;
   /** ACP calls that failed while gathering, e.g. `"/acp/streams/list: 503 db.unavailable"`. */
   problems: readonly string[];
+  /**
+   * The doctor's own request with a made-up country in the node's country header, sent as any
+   * client could (`sluice doctor` only; the web UI does not probe): whether the node believed it,
+   * and whether the doctor reached the node directly at a loopback address (a trusted proxy by
+   * default, so believing it there says nothing of the proxy in front).
+   */
+  countryProbe?: CountryProbe | undefined;
   /** Epoch ms of the snapshot. */
   now: number;
+}
+
+/** What {@link NodeSnapshot.countryProbe} found. */
+export interface CountryProbe {
+  /** `app.server.country_header` as the node's configuration names it. */
+  header: string;
+  believed: boolean;
+  direct: boolean;
 }
 
 export interface ProcedureItem {
@@ -394,6 +409,8 @@ export function acpHealth(s: NodeSnapshot): ProcedureResult {
     const postbacks = postbackKeyItem(m.postbacks);
     if (postbacks !== undefined) items.push(postbacks);
   }
+  const country = countryItem(s.countryProbe);
+  if (country !== undefined) items.push(country);
   for (const p of s.problems) items.push({ subject: 'acp', message: p, finding: true });
   const uptime = m?.host?.uptime_seconds;
   return result('acp_health', items, `metrics arrive; up ${typeof uptime === 'number' ? uptime : '?'} s`);
@@ -430,6 +447,24 @@ function clickLogItem(c: Partially<ClicksSection> | undefined): ProcedureItem | 
       : `${num(c.persisted)} persisted, ${held} held of ${max}, none dropped`,
     finding,
     data: { ...c },
+  };
+}
+
+/**
+ * A client's own country header believed (docs/deployment.md#behind-a-reverse-proxy): a warning —
+ * the proxy in front passes clients' header on, so any client picks its country (and its streams),
+ * or the doctor runs on a host the node trusts as a proxy. Not probed, or probed at a loopback
+ * address (the node trusts it; the proxy in front is not on that path): no item.
+ */
+function countryItem(p: CountryProbe | undefined): ProcedureItem | undefined {
+  if (p === undefined || p.direct) return undefined;
+  return {
+    subject: 'client country',
+    message: p.believed
+      ? `warning: a ${p.header} header the doctor sent as a client was believed: the proxy in front passes a client's own ${p.header} on (set it from GeoIP or clear it there), or the doctor's host is in app.server.trusted_proxies; see docs/deployment.md`
+      : `a ${p.header} header sent by a client is not believed`,
+    finding: false,
+    data: { ...p },
   };
 }
 

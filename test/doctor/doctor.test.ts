@@ -294,10 +294,11 @@ describe('sluice doctor on a healthy node', () => {
           res.end(JSON.stringify({ error: { code: 'resource.not_found', message: 'no route' } }));
           return;
         }
+        // The doctor's GETs too (its country probe): they carry no body.
         const answer = await fetch(`${t.url}${req.url}`, {
           method: req.method!,
           headers: { authorization: req.headers.authorization ?? '', 'content-type': 'application/json' },
-          body,
+          ...(req.method === 'GET' ? {} : { body }),
         });
         res.writeHead(answer.status, { 'content-type': 'application/json' });
         res.end(await answer.text());
