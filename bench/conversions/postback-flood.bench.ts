@@ -6,7 +6,8 @@
  *        [--postback-rate 1000] [--clicks 2000] [--old DIR] [--postgres] [--cpu-prof DIR]
  *
  * Each server is a real Sluice node (bench/http/server-child.ts, the `light` scenario: one flow,
- * five streams, SQLite in a temp dir or with `--postgres` a schema of its own). The harness first
+ * five streams, SQLite in a temp dir or with `--postgres` a schema of its own) with a postback key
+ * configured (`postback.key_sha256`), which every postback carries, as in production. The harness first
  * clicks `--clicks` times and waits until the click log holds them, so that every postback finds
  * its click in the database (not in the node's buffer). Then, per round and per server:
  *
@@ -29,6 +30,7 @@
  * `--cpu-prof DIR` runs each node with `--cpu-prof` into DIR (a profile per node, written when
  * it stops), to see where a postback's time goes.
  */
+import { createHash } from 'node:crypto';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import {
@@ -63,11 +65,14 @@ const CLICKS = Number(values.clicks);
 /** Conversions per click: each postback names one of these txids, so most of a run's postbacks update. */
 const TXIDS = 3;
 
+/** The postback key every postback carries, as a network's would; the node is configured with its hash. */
+const KEY = 'bench-postback-key';
 const scenario: SluiceScenario = {
   flows: 1,
   streams: 5,
   macros: 'stream',
   country: false,
+  config: `postback:\n  key_sha256: ${createHash('sha256').update(KEY).digest('hex')}\n`,
   ...(values.postgres ? { backend: 'postgres' as const } : {}),
 };
 const flags =
@@ -103,13 +108,16 @@ async function clickIds(server: BenchServer, n: number): Promise<string[]> {
 
 function postbackMix(ids: readonly string[]): RequestMix {
   const paths = ids.flatMap((id) =>
-    Array.from({ length: TXIDS }, (_, t) => `/postback?click_id=${id}&status=sale&payout=1.25&txid=t${t}`),
+    Array.from(
+      { length: TXIDS },
+      (_, t) => `/postback?click_id=${id}&status=sale&payout=1.25&txid=t${t}&key=${KEY}`,
+    ),
   );
   return { paths, userAgent: 'network-postback/1.0' };
 }
 
 const unknownMix: RequestMix = {
-  paths: Array.from({ length: 1000 }, (_, i) => `/postback?click_id=nope${i}&payout=1`),
+  paths: Array.from({ length: 1000 }, (_, i) => `/postback?click_id=nope${i}&payout=1&key=${KEY}`),
   userAgent: 'network-postback/1.0',
 };
 const healthzMix: RequestMix = { paths: ['/healthz'] };

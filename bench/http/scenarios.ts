@@ -30,6 +30,8 @@ export interface SluiceScenario {
    * request (a campaign's sub-ids: what the click log's `clicks_sub1` index is keyed by).
    */
   subs?: number;
+  /** More of the node's configuration, as YAML lines appended to its file (e.g. a postback key). */
+  config?: string;
 }
 
 /**

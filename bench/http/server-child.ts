@@ -93,7 +93,8 @@ if (variant === 'node-http-302') {
   writeFileSync(
     join(dir, 'config.bench.yml'),
     `app:\n  server:\n    host: ${host}\n    port: ${port}\n${storage}` +
-      'observability:\n  metrics:\n    prometheus_enabled: true\n  logging:\n    level: info\n',
+      'observability:\n  metrics:\n    prometheus_enabled: true\n  logging:\n    level: info\n' +
+      (scenario.config ?? ''),
   );
   if (scenario.flows > 0 && schema !== undefined) {
     const seed = openPostgres({ url: pgUrl, poolMax: 2, schema, clock: systemClock });
