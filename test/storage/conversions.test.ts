@@ -285,6 +285,73 @@ for (const backend of BATCH_BACKENDS) {
       assert.equal(c?.postbacks, 10);
     });
 
+    it('postbacks that arrive together (written together) each get their own answer; one the database refuses fails alone', async () => {
+      await storage.clicks.insertBatch({
+        id: newBatchId(),
+        server_id: null,
+        rows: Array.from({ length: 4 }, (_, i) =>
+          newClick({ click_id: `conv-many-${i}`, flow_id: `many-${i}` }),
+        ),
+      });
+      const up = (click_id: string, txid: string, payout: number) =>
+        storage.conversions.upsert({ click_id, txid, status: 'lead', payout, currency: 'USD' });
+      const seen = (r: Awaited<ReturnType<typeof up>>) =>
+        r === undefined
+          ? 'unknown click'
+          : [r.conversion.click_id, r.conversion.txid, r.conversion.payout, r.conversion.flow_id, r.created];
+      // Sent at once: one statement on PostgreSQL, one message (one transaction) to SQLite's writer
+      // thread, one statement each on SQLite's own connection.
+      const queries = storage.stats().queries;
+      const first = await Promise.all([
+        up('conv-many-0', 'a', 1),
+        up('conv-many-1', 'a', 2),
+        up('conv-many-nope', 'a', 3),
+        up('conv-many-3', 'a', 4),
+      ]);
+      assert.deepEqual(first.map(seen), [
+        ['conv-many-0', 'a', 1, 'many-0', true],
+        ['conv-many-1', 'a', 2, 'many-1', true],
+        'unknown click',
+        ['conv-many-3', 'a', 4, 'many-3', true],
+      ]);
+      assert.equal(storage.stats().queries - queries, backend.label === 'sqlite' ? 4 : 1);
+      // A write the database refuses, as a constraint or a failing disk would refuse it.
+      const sql = opened.sql();
+      if (backend.name === 'postgres') {
+        await sql.script(`CREATE FUNCTION refuse_txid() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN IF NEW.txid = 'refused' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$;
+          CREATE TRIGGER refuse_txid BEFORE INSERT ON conversions FOR EACH ROW EXECUTE FUNCTION refuse_txid();`);
+      } else {
+        await sql.script(`CREATE TRIGGER refuse_txid BEFORE INSERT ON conversions WHEN NEW.txid = 'refused'
+          BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;`);
+      }
+      try {
+        const answers = await Promise.allSettled([
+          up('conv-many-0', 'a', 5),
+          up('conv-many-2', 'refused', 6),
+          up('conv-many-nope', 'a', 7),
+          up('conv-many-3', 'b', 8),
+        ]);
+        assert.deepEqual(
+          answers.map((a) => (a.status === 'rejected' ? 'refused' : seen(a.value))),
+          [
+            ['conv-many-0', 'a', 5, 'many-0', false],
+            'refused',
+            'unknown click',
+            ['conv-many-3', 'b', 8, 'many-3', true],
+          ],
+        );
+      } finally {
+        await sql.script(
+          backend.name === 'postgres'
+            ? 'DROP TRIGGER refuse_txid ON conversions; DROP FUNCTION refuse_txid();'
+            : 'DROP TRIGGER refuse_txid;',
+        );
+      }
+      assert.deepEqual(await storage.conversions.ofClick('conv-many-2'), [], 'the refused one wrote nothing');
+      assert.equal((await storage.conversions.ofClick('conv-many-3')).length, 2);
+    });
+
     it('lists newest first with filters flow_id, stream_id, status, from, to, paged by cursor', async () => {
       const clicks = Array.from({ length: 12 }, (_, i) =>
         newClick({ click_id: `cl-${i}`, flow_id: `lf${i % 2}`, stream_id: `ls${i % 3}` }),
