@@ -1,8 +1,8 @@
 /**
  * Runs every benchmark in sequence, each in its own process (a clean heap and JIT per benchmark),
- * and prints their reports. About nine minutes on a 2-core machine, seven of them the HTTP load
+ * and prints their reports. About eleven minutes on a 2-core machine, nine of them the HTTP load
  * benchmarks (telemetry on/off, hot path, cold start, the click log under a minute of full load
- * for two scenarios). Arguments after `--` go to the
+ * for two scenarios, postbacks against `/go`). Arguments after `--` go to the
  * hot-path benchmark, e.g. `npm run bench -- --rounds 9 --seconds 2` for a longer, steadier run.
  *
  *   npm run bench
@@ -34,6 +34,7 @@ const BENCHES: [string, string[], string[]][] = [
   ['storage/counter-flush.bench.ts', [], []],
   ['storage/click-log.bench.ts', ['--expose-gc'], []],
   ['storage/sqlite-insert.bench.ts', [], []],
+  ['conversions/postback-flood.bench.ts', [], []],
 ];
 
 for (const [file, flags, args] of BENCHES) {
