@@ -44,6 +44,8 @@ export interface AcpRouteDef<S extends TSchema> {
 export interface AcpRouteInfo {
   path: string;
   role: Role;
+  /** The schema its body is validated against (docs/api.md lists its fields; a test compares). */
+  body: TSchema;
   /** The audit action of a write route. */
   action?: string;
 }
@@ -89,8 +91,11 @@ export class AcpRouter {
     const trail = this.#audit;
     const audit = def.audit;
     if (audit && !trail) throw new Error(`${def.path} is audited but the router has no audit trail`);
+    const body = def.body ?? EmptyBody;
     this.#routes.push(
-      audit ? { path: def.path, role: def.role, action: audit.action } : { path: def.path, role: def.role },
+      audit
+        ? { path: def.path, role: def.role, body, action: audit.action }
+        : { path: def.path, role: def.role, body },
     );
     const run = async (call: AcpCall<Static<S>>): Promise<unknown> => {
       const result = await def.handler(call);
@@ -107,7 +112,7 @@ export class AcpRouter {
     this.#app.route({
       method: 'POST',
       url: def.path,
-      schema: { body: def.body ?? EmptyBody },
+      schema: { body },
       onRequest: async (request) => {
         const authenticate = () => auth.authenticate(request.headers.authorization);
         const principal = await (limiter
