@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import { createOperator, TOKEN_PREFIX } from './auth/index.ts';
 import {
+  type Config,
   ConfigError,
   DEFAULT_CLIENT_ERROR_RATE,
   DEFAULT_TASK_P95_MS,
@@ -103,12 +104,11 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'demo': {
       const { values } = parse(rest, common);
-      const created = await withStorage(values, (s) => seedDemo(s));
-      process.stdout.write(
-        created.length
-          ? `Created demo flows: ${created.join(', ')}. Try:\n  curl -si -H 'cf-ipcountry: DE' http://127.0.0.1:8080/go/demo | grep -i location\n`
-          : 'Demo flows already exist.\n',
-      );
+      const { created, server } = await withStorage(values, async (s, config) => ({
+        created: await seedDemo(s),
+        server: config.app.server,
+      }));
+      process.stdout.write(created.length ? demoTry(created, server) : 'Demo flows already exist.\n');
       return 0;
     }
     case undefined:
@@ -283,16 +283,33 @@ async function doctor(args: string[]): Promise<number> {
   return report.exit_code;
 }
 
+/**
+ * A browser's user agent for the demo's follow-up `curl`: curl's own is a bot's, which the node
+ * answers but never counts as a click (README.md, "A quick tour").
+ */
+const DEMO_BROWSER =
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
+
+/** What `sluice demo` suggests next: a browser's click on the demo flow, at the configured address. */
+function demoTry(created: string[], server: Config['app']['server']): string {
+  const host = ['0.0.0.0', '::', ''].includes(server.host) ? '127.0.0.1' : server.host;
+  const address = `${host.includes(':') ? `[${host}]` : host}:${server.port === 0 ? '<port>' : server.port}`;
+  return (
+    `Created demo flows: ${created.join(', ')}. Try a browser's click:\n` +
+    `  curl -si -A '${DEMO_BROWSER}' -H 'cf-ipcountry: DE' http://${address}/go/demo | grep -i location\n`
+  );
+}
+
 async function withStorage<T>(
   values: { 'config-dir'?: string; mode?: string },
-  fn: (s: Storage) => Promise<T>,
+  fn: (s: Storage, config: Config) => Promise<T>,
 ): Promise<T> {
   const { config } = loadConfig({ configDir: values['config-dir'], mode: values.mode });
   const storage = openStorage(config, systemClock);
   try {
     // A one-off command does not wait for the database: it says at once why it cannot reach it.
     await migrateWhenReachable(storage, { clock: systemClock, waitMs: 0 });
-    return await fn(storage);
+    return await fn(storage, config);
   } finally {
     await storage.close();
   }

@@ -136,7 +136,7 @@ export function generateServerId(): string {
 function listenError(err: NodeJS.ErrnoException, host: string, port: number): Error {
   const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   const why: Record<string, string> = {
-    EADDRINUSE: `app.server.port: ${where} is already in use; stop what holds it or choose another port`,
+    EADDRINUSE: `app.server.port: ${where} is already in use; stop what holds it, or choose another port: app.server.port in the configuration, or APP__APP__SERVER__PORT=<port> in the environment`,
     EACCES: `app.server.port: ${where} needs privileges this process lacks; choose a port above 1023`,
     EADDRNOTAVAIL: `app.server.host: ${host} is not an address of this machine`,
   };

@@ -201,6 +201,12 @@ describe('sluice CLI', () => {
     const first = await runCli(['demo', ...args], { cwd: dir });
     assert.equal(first.code, 0, first.stderr);
     assert.match(first.stdout, /Created demo flows: demo, demo-position/);
+    // The follow-up it suggests is a browser's click (curl's own user agent is a bot's, never
+    // counted as a click), at the configured address (port 0 here: any free port).
+    const ua = first.stdout.match(/curl -si -A '([^']+)' .*http:\/\/127\.0\.0\.1:<port>\/go\/demo/)?.[1];
+    assert.ok(ua, first.stdout);
+    const { parseUserAgent } = await import('../src/clicks/index.ts');
+    assert.equal(parseUserAgent(ua, 'secret').is_bot, false, ua);
     const second = await runCli(['demo', ...args], { cwd: dir });
     assert.match(second.stdout, /already exist/);
     const { openSqlite } = await import('../src/storage/index.ts');

@@ -449,6 +449,11 @@ describe('a start that cannot listen', () => {
       const lines = run.stderr.trim().split('\n');
       assert.equal(lines.length, 1, run.stderr);
       assert.match(lines[0]!, new RegExp(`app\\.server\\.port: 127\\.0\\.0\\.1:${port} is already in use`));
+      // And it says how to choose another port (a reader of README.md, "Two commands", finds the same).
+      assert.match(
+        lines[0]!,
+        /app\.server\.port in the configuration, or APP__APP__SERVER__PORT=<port> in the environment/,
+      );
       assert.doesNotMatch(run.stdout + run.stderr, /Created ACP operator/);
     } finally {
       holder.close();
