@@ -1,0 +1,58 @@
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+// The links between the README and docs/*.md, anchors included, land: a heading renamed (or a
+// reference rewritten, as docs/PERFORMANCE.md was) breaks the test, not a reader's link.
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const FILES = [
+  'README.md',
+  'CHANGELOG.md',
+  ...readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
+
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens. */
+const slug = (heading: string) =>
+  heading
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N} _-]/gu, '')
+    .replace(/ /g, '-');
+
+function anchorsOf(file: string): Set<string> {
+  const text = readFileSync(join(ROOT, file), 'utf8').replace(/^```[\s\S]*?^```/gm, '');
+  const seen = new Map<string, number>();
+  const out = new Set<string>();
+  for (const m of text.matchAll(/^#{1,6} (.+)$/gm)) {
+    const base = slug(m[1]!.trim());
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    out.add(n === 0 ? base : `${base}-${n}`);
+  }
+  for (const m of text.matchAll(/<a id="([^"]+)"/g)) out.add(m[1]!);
+  return out;
+}
+
+test('every link between the README and the docs names a file and a heading that exist', () => {
+  const broken: string[] = [];
+  for (const file of FILES) {
+    const text = readFileSync(join(ROOT, file), 'utf8').replace(/^```[\s\S]*?^```/gm, '');
+    for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      const target = m[1]!;
+      if (/^[a-z]+:/.test(target)) continue;
+      const [path, anchor] = target.split('#') as [string, string | undefined];
+      const to = path === '' ? file : relative(ROOT, join(ROOT, dirname(file), path));
+      if (!existsSync(join(ROOT, to))) {
+        broken.push(`${file}: ${target} (no file)`);
+        continue;
+      }
+      if (anchor !== undefined && to.endsWith('.md') && !anchorsOf(to).has(anchor)) {
+        broken.push(`${file}: ${target}`);
+      }
+    }
+  }
+  assert.deepEqual(broken, []);
+});
