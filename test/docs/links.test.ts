@@ -56,3 +56,12 @@ test('every link between the README and the docs names a file and a heading that
   }
   assert.deepEqual(broken, []);
 });
+
+test('the docs stand alone: no `§N` of a contract their readers do not have', () => {
+  const cited = FILES.flatMap((file) =>
+    [...readFileSync(join(ROOT, file), 'utf8').matchAll(/^.*§\s?\d+.*$/gm)].map(
+      (m) => `${file}: ${m[0].trim()}`,
+    ),
+  );
+  assert.deepEqual(cited, []);
+});
