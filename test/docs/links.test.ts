@@ -65,3 +65,14 @@ test('the docs stand alone: no `§N` of a contract their readers do not have', (
   );
   assert.deepEqual(cited, []);
 });
+
+test("the docs run the project's Node: `npx node …`, never a bare `node` that may be older than 22", () => {
+  const bare = FILES.flatMap((file) =>
+    [
+      ...readFileSync(join(ROOT, file), 'utf8').matchAll(
+        /^.*(?<!npx )(?<![\w-])node (?:bench|soak|src|test|--).*$/gm,
+      ),
+    ].map((m) => `${file}: ${m[0].trim()}`),
+  );
+  assert.deepEqual(bare, []);
+});
