@@ -1,6 +1,5 @@
 import { roleAllows } from '../auth/index.ts';
 import { ROLES, type Role } from '../config/index.ts';
-import type { Partially, SystemMetrics } from '../telemetry/index.ts';
 import {
   auditVersions,
   type CountryProbe,
@@ -10,7 +9,8 @@ import {
   type NodeSnapshot,
   type ProcedureItem,
   type TaskView,
-} from './procedures.ts';
+} from '../procedures/index.ts';
+import type { Partially, SystemMetrics } from '../telemetry/index.ts';
 
 /** Exit codes of `sluice doctor`: healthy, findings, and "could not even ask". */
 export const DOCTOR_EXIT = { healthy: 0, findings: 1, unreachable: 2 } as const;

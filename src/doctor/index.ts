@@ -1,19 +1,2 @@
-export {
-  DOCTOR_EXIT,
-  type DoctorOptions,
-  type DoctorReport,
-  gather,
-  runDoctor,
-  UnreachableError,
-} from './doctor.ts';
-export {
-  auditVersions,
-  evaluate,
-  type NodeReport,
-  type NodeSnapshot,
-  PROCEDURES,
-  type ProcedureResult,
-  RISE_FACTOR,
-  RISE_MIN_FAILURES,
-} from './procedures.ts';
+export { type DoctorReport, runDoctor } from './doctor.ts';
 export { DoctorReportSchema, formatReport } from './report.ts';

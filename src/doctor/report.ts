@@ -1,6 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox';
+import { PROCEDURES } from '../procedures/index.ts';
 import type { DoctorReport } from './doctor.ts';
-import { PROCEDURES } from './procedures.ts';
 
 const Item = Type.Object(
   {

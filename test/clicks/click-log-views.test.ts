@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { ProcedureResult } from '../../src/doctor/index.ts';
+import type { ProcedureResult } from '../../src/procedures/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { newClick } from '../helpers/records.ts';
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { auditVersions, type DoctorReport, evaluate, formatReport } from '../../src/doctor/index.ts';
+import { type DoctorReport, formatReport } from '../../src/doctor/index.ts';
+import { auditVersions, evaluate } from '../../src/procedures/index.ts';
 
 const node = evaluate(
   {

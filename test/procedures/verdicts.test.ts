@@ -7,8 +7,8 @@ import {
   type ProcedureResult,
   RISE_FACTOR,
   RISE_MIN_FAILURES,
-} from '../../src/doctor/index.ts';
-import type { TaskView } from '../../src/doctor/procedures.ts';
+  type TaskView,
+} from '../../src/procedures/index.ts';
 
 const NOW = Date.parse('2026-11-23T12:00:00Z');
 

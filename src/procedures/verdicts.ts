@@ -1,5 +1,5 @@
 /**
- * The seven operator procedures of the seed (CONTRACT §9) as pure verdicts over what a node's ACP
+ * The seven operator procedures (docs/console.md) as pure verdicts over what a node's ACP
  * returns. `sluice doctor` gathers that data over HTTP, the console's `/acp/system/procedures`
  * gathers it in-process; both judge it here, so the terminal and the browser never disagree.
  */
@@ -44,7 +44,7 @@ export type FailedCallView = Pick<FailedCall, 'at' | 'task' | 'method' | 'url' |
 /** Everything the procedures judge, for one node at one moment. */
 export interface NodeSnapshot {
   url: string;
-  /** The system metrics object (§5) as the node answered it, or undefined when it could not be read. */
+  /** The system metrics object (docs/telemetry.md#system-metrics) as the node answered it, or undefined when it could not be read. */
   metrics: Partially<SystemMetrics> | undefined;
   tasks: readonly TaskView[];
   /** `commit` of the two list responses; null when that list could not be read. */
@@ -326,7 +326,7 @@ export function routeErrors(s: NodeSnapshot, o: ProcedureOptions): ProcedureResu
         ? " (this token's role may not call it: its own refused calls count here)"
         : '';
     const since = `${e.errors} of ${e.count} calls failed since start (avg ${e.avg_ms} ms, p95 ${e.p95_ms} ms)`;
-    // A window with every figure, from a node of this contract (§17); an older node has none.
+    // A window with every figure, from a node of this version (docs/telemetry.md#recent-windows); an older node has none.
     const r = e.recent;
     const recent =
       typeof r?.count === 'number' &&
@@ -420,7 +420,7 @@ export function acpHealth(s: NodeSnapshot): ProcedureResult {
 export const CLICK_BUFFER_WARN = 0.8;
 
 /**
- * The click log in procedure 6 (§11: dropped clicks are counted and shown, never silent): a
+ * The click log in procedure 6 (docs/clicks.md#the-click-log-srcclicksclick-logts: dropped clicks are counted and shown, never silent): a
  * finding once any click was dropped since the node started, while its writes are failing, or when
  * the buffer is close to dropping (the database has refused batches for a while). An older node
  * without the section (or without `failing_since`): no item, or none of that part.
@@ -469,7 +469,7 @@ function countryItem(p: CountryProbe | undefined): ProcedureItem | undefined {
 }
 
 /**
- * Flows with traffic and no active default stream (§13): a warning, not a finding — with
+ * Flows with traffic and no active default stream (docs/routing.md#flows-and-streams): a warning, not a finding — with
  * `routing.fallback_url` set, or on purpose, a flow may lose nothing without one.
  */
 function noDefaultItem(
