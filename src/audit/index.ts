@@ -1,7 +1,1 @@
-export {
-  AUDIT_KEEP_MS,
-  AUDIT_PRUNE_INTERVAL_MS,
-  type AuditEvent,
-  AuditTrail,
-  type AuditTrailOptions,
-} from './audit-trail.ts';
+export { AUDIT_KEEP_MS, AuditTrail } from './audit-trail.ts';

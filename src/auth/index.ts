@@ -1,11 +1,5 @@
-export { AuthLimiter, type AuthLimiterOptions, addressKey } from './auth-limiter.ts';
-export {
-  Authenticator,
-  type ConfiguredOperator,
-  LAST_KNOWN_MS,
-  type Principal,
-  roleAllows,
-} from './authenticator.ts';
-export { OperatorDirectory, type OperatorItem } from './operator-directory.ts';
+export { AuthLimiter, addressKey } from './auth-limiter.ts';
+export { Authenticator, LAST_KNOWN_MS, type Principal, roleAllows } from './authenticator.ts';
+export { OperatorDirectory } from './operator-directory.ts';
 export { bootstrapAdmin, createOperator } from './operators.ts';
-export { digestEquals, generateToken, parseBearer, sha256, sha256Hex, TOKEN_PREFIX } from './tokens.ts';
+export { digestEquals, parseBearer, sha256, sha256Hex, TOKEN_PREFIX } from './tokens.ts';

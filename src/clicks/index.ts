@@ -5,21 +5,8 @@ export {
   ClickIdGenerator,
   clickIdTime,
 } from './click-id.ts';
-export {
-  CLICK_BATCH_MAX_ATTEMPTS,
-  ClickLog,
-  type ClickLogOptions,
-  type ClickLogStats,
-  type CountsCut,
-  type CountsSource,
-  OVERFLOW_REPORT_EVERY_MS,
-} from './click-log.ts';
-export {
-  ClickDescriber,
-  type ClickDescriberOptions,
-  type ClickFacts,
-  SUB_FIELDS,
-} from './describe.ts';
+export { CLICK_BATCH_MAX_ATTEMPTS, ClickLog, type CountsCut, OVERFLOW_REPORT_EVERY_MS } from './click-log.ts';
+export { ClickDescriber, type ClickFacts, SUB_FIELDS } from './describe.ts';
 export {
   canonicalAddress,
   ipPrefix,
@@ -28,13 +15,8 @@ export {
   referrerHost,
   subValue,
 } from './request-facts.ts';
-export { type SeenVisitor, type UniquenessOptions, UniquenessWindow } from './uniqueness.ts';
-export {
-  SIGHTINGS_PRUNE_EVERY_MS,
-  UniquenessExchange,
-  type UniquenessExchangeOptions,
-  type UniquenessExchangeStats,
-} from './uniqueness-exchange.ts';
+export { type SeenVisitor, UniquenessWindow } from './uniqueness.ts';
+export { SIGHTINGS_PRUNE_EVERY_MS, UniquenessExchange } from './uniqueness-exchange.ts';
 export {
   parseUserAgent,
   USER_AGENT_MAX_CHARS,

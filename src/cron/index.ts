@@ -1,11 +1,3 @@
 export { TaskRuntime } from './runtime.ts';
 export { Schedule } from './schedule.ts';
-export {
-  type ExecutionScope,
-  type RunJournal,
-  Scheduler,
-  type SchedulerOptions,
-  type TaskContext,
-  type TaskDefinition,
-  type TaskItem,
-} from './scheduler.ts';
+export { Scheduler, type TaskContext, type TaskItem } from './scheduler.ts';

@@ -1,2 +1,2 @@
-export { ApiError, type ApiErrorOptions, describeCause, type ErrorBody, hasCode } from './api-error.ts';
+export { ApiError, describeCause, type ErrorBody, hasCode } from './api-error.ts';
 export { ERROR_CODES, type ErrorCode, isErrorCode } from './codes.ts';

@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import { BlockList, isIP } from 'node:net';
 import { type CountryResponse, Reader } from 'maxmind';
 import { ConfigError } from '../config/index.ts';
-import { normalizeCountry } from './request-context.ts';
+import { normalizeCountry } from './country-code.ts';
 
 /**
  * Addresses that are no country's, from IANA's IPv4 and IPv6 special-purpose address registries

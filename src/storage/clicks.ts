@@ -7,6 +7,7 @@ import { fromMicros, toMicros } from './money.ts';
 import { decodeCursor, encodeCursor } from './paging.ts';
 import { deleteInChunks, type Row, type SqlExecutor, type SqlReader, toIso } from './sql.ts';
 import { clickIdProblem, firstChars, storableProblem, storableText } from './storable.ts';
+import { SUB_COLUMNS, SUB_ID_MAX_LENGTH, type SubIds } from './sub-ids.ts';
 import {
   type BatchResult,
   type ChunkedDelete,
@@ -18,12 +19,7 @@ import {
   type LogPage,
   type LogPageQuery,
   type NewClick,
-  SUB_ID_COUNT,
-  SUB_ID_MAX_LENGTH,
-  type SubIds,
 } from './types.ts';
-
-export const SUB_COLUMNS = Array.from({ length: SUB_ID_COUNT }, (_, i) => `sub${i + 1}`) as (keyof SubIds)[];
 
 /** The click columns in insert order, with their batch types. */
 const INSERT_COLUMNS: [string, BatchColumnType][] = [
@@ -116,7 +112,7 @@ function toRow(c: NewClick, serverId: string | null, iso: IsoTimes): BatchRow {
     storableText(c.browser),
     text(c.language),
     text(c.referrer_host),
-    // sub1 … sub10 (SUB_ID_COUNT, which §11 fixes at ten), written out: no array grown a value at a time.
+    // sub1 … sub10 (SUB_ID_COUNT, which docs/clicks.md fixes at ten), written out: no array grown a value at a time.
     subs === null ? null : sub(subs[0]),
     subs === null ? null : sub(subs[1]),
     subs === null ? null : sub(subs[2]),

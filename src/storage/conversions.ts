@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { ApiError } from '../errors/index.ts';
 import type { Clock } from '../time/index.ts';
-import { logPage, logWhere, SUB_COLUMNS, subsOf, toBool } from './clicks.ts';
+import { logPage, logWhere, subsOf, toBool } from './clicks.ts';
 import { fromMicros, fromMicrosSum, toMicros } from './money.ts';
 import { inList } from './repositories.ts';
 import { microsOf, type Row, type SqlExecutor, type SqlReader, sumMicros, toIso, toNum } from './sql.ts';
 import { clickIdProblem, idProblem, storableText } from './storable.ts';
+import { SUB_COLUMNS } from './sub-ids.ts';
 import type {
   ClickRecord,
   ConversionFilter,

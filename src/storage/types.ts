@@ -1,7 +1,8 @@
 import { POSTBACK_STATUSES, type Role } from '../config/index.ts';
 import type { DbSection } from '../telemetry/index.ts';
 import type { ClusterStore, Fence } from './cluster-store.ts';
-import type { ReportStore } from './reports.ts';
+import type { ReportStore } from './report-store.ts';
+import type { SubIds } from './sub-ids.ts';
 
 export type StorageDriver = 'sqlite' | 'postgres';
 
@@ -251,11 +252,6 @@ export const CONVERSION_STATUSES = POSTBACK_STATUSES;
 export type ClickOutcome = (typeof CLICK_OUTCOMES)[number];
 export type DeviceType = (typeof DEVICE_TYPES)[number];
 export type ConversionStatus = (typeof CONVERSION_STATUSES)[number];
-
-/** `sub1` … `sub10` (§11): incoming query parameters kept with the click, at most 256 characters each. */
-export const SUB_ID_COUNT = 10;
-export const SUB_ID_MAX_LENGTH = 256;
-export type SubIds = { [K in `sub${1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10}`]: string | null };
 
 /**
  * A click as the hot path hands it to the click log: the §11 record in the compact form that a

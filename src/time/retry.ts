@@ -1,5 +1,5 @@
 import { setTimeout as pause } from 'node:timers/promises';
-import type { Clock } from './index.ts';
+import type { Clock } from './clock.ts';
 
 /** Between two attempts of {@link retryUntil}, unless told otherwise or less time is left. */
 export const RETRY_PAUSE_MS = 250;

@@ -13,7 +13,7 @@ import {
   type Storage,
   WRITER_CLICK_BATCH_MAX_ROWS,
 } from '../../src/storage/index.ts';
-import { ROLLUP_COLUMNS } from '../../src/storage/reports.ts';
+import { ROLLUP_COLUMNS } from '../../src/storage/report-store.ts';
 import { type SqlExecutor, toIso, toNum } from '../../src/storage/sql.ts';
 import { flowInput, newClick, streamInput } from '../helpers/records.ts';
 import { BATCH_BACKENDS, type Opened } from './backends.ts';
