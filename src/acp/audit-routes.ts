@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { Text } from '../config/index.ts';
+import { PAGE_LIMIT_DEFAULT, PageCursor, PageLimit } from '../routing/index.ts';
 import type { AuditStore } from '../storage/index.ts';
 import type { AcpRouter } from './acp-router.ts';
 import { range, Timestamp } from './clicks-routes.ts';
@@ -23,8 +24,8 @@ export const AuditListBody = Type.Object(
         strict,
       ),
     ),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 50 })),
-    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, pattern: '^[A-Za-z0-9_-]+$' })),
+    limit: Type.Optional(PageLimit),
+    cursor: Type.Optional(PageCursor),
   },
   strict,
 );
@@ -39,6 +40,10 @@ export function registerAuditRoutes(acp: AcpRouter, store: AuditStore): void {
     role: 'admin',
     body: AuditListBody,
     handler: ({ body }) =>
-      store.list({ filter: range(body.filter), limit: body.limit ?? 50, cursor: body.cursor }),
+      store.list({
+        filter: range(body.filter),
+        limit: body.limit ?? PAGE_LIMIT_DEFAULT,
+        cursor: body.cursor,
+      }),
   });
 }

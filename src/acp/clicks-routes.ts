@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { Text } from '../config/index.ts';
 import { ApiError } from '../errors/index.ts';
-import { PageCursor, PageLimit } from '../routing/index.ts';
+import { PAGE_LIMIT_DEFAULT, PageCursor, PageLimit } from '../routing/index.ts';
 import {
   CLICK_ID_PATTERN,
   CLICK_OUTCOMES,
@@ -152,7 +152,11 @@ export function registerClickRoutes(acp: AcpRouter, deps: ClickRoutesDeps): void
     handler: async ({ body }) =>
       listed(
         '/acp/clicks/list',
-        await clicks.list({ filter: range(body.filter), limit: body.limit ?? 50, cursor: body.cursor }),
+        await clicks.list({
+          filter: range(body.filter),
+          limit: body.limit ?? PAGE_LIMIT_DEFAULT,
+          cursor: body.cursor,
+        }),
       ),
   });
   acp.add({
@@ -162,7 +166,11 @@ export function registerClickRoutes(acp: AcpRouter, deps: ClickRoutesDeps): void
     handler: async ({ body }) =>
       listed(
         '/acp/conversions/list',
-        await conversions.list({ filter: range(body.filter), limit: body.limit ?? 50, cursor: body.cursor }),
+        await conversions.list({
+          filter: range(body.filter),
+          limit: body.limit ?? PAGE_LIMIT_DEFAULT,
+          cursor: body.cursor,
+        }),
       ),
   });
 }

@@ -1,13 +1,14 @@
 import { Type } from '@sinclair/typebox';
 import { Text } from '../config/index.ts';
 import type { HttpClient } from '../http-client/index.ts';
+import { PAGE_LIMIT_DEFAULT, PageLimit } from '../routing/index.ts';
 import type { AcpRouter } from './acp-router.ts';
 
 export const RecentFailuresBody = Type.Object(
   {
     client: Type.Optional(Text({ minLength: 1, maxLength: 128 })),
     task: Type.Optional(Text({ minLength: 1, maxLength: 64 })),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 500, default: 50 })),
+    limit: Type.Optional(PageLimit),
   },
   { additionalProperties: false },
 );
@@ -23,7 +24,11 @@ export function registerHttpClientRoutes(acp: AcpRouter, client: HttpClient): vo
     role: 'operator',
     body: RecentFailuresBody,
     handler: ({ body }) => {
-      const items = client.failures.list({ client: body.client, task: body.task, limit: body.limit ?? 50 });
+      const items = client.failures.list({
+        client: body.client,
+        task: body.task,
+        limit: body.limit ?? PAGE_LIMIT_DEFAULT,
+      });
       return { items, total: items.length };
     },
   });

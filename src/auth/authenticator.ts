@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import type { Role } from '../config/index.ts';
+import { ROLES, type Role } from '../config/index.ts';
 import { ApiError, hasCode } from '../errors/index.ts';
 import type { OperatorStore } from '../storage/index.ts';
 import type { Clock } from '../time/index.ts';
@@ -17,7 +17,8 @@ export interface ConfiguredOperator {
   token_sha256: string;
 }
 
-const RANK: Record<Role, number> = { viewer: 0, operator: 1, admin: 2 };
+/** A role's rank: its place in ROLES, each role allowed what the ones before it are. */
+const RANK = Object.fromEntries(ROLES.map((r, i) => [r, i])) as Record<Role, number>;
 
 /** How long a stored operator's last successful check lets it in while the database is unreachable. */
 export const LAST_KNOWN_MS = 15 * 60_000;

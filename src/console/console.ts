@@ -4,8 +4,11 @@ import { findPackageJSON } from 'node:module';
 import { dirname, extname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors/index.ts';
+import { vocabularyModule } from './vocabulary.ts';
 
 const STATIC_DIR = join(import.meta.dirname, 'static');
+/** The generated module of the server's lists ({@link vocabularyModule}). */
+const VOCABULARY = 'vocabulary.js';
 const pkgDir = (name: string) => dirname(findPackageJSON(name, import.meta.url)!);
 
 /** Browser modules of the libraries the console uses, served as they ship (no build step). */
@@ -32,8 +35,7 @@ interface Asset {
   etag: string;
 }
 
-function asset(path: string): Asset {
-  const body = readFileSync(path);
+function asset(path: string, body: Buffer = readFileSync(path)): Asset {
   const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
   return { body, type: TYPES[extname(path)] ?? 'application/octet-stream', etag };
 }
@@ -68,6 +70,7 @@ export function registerConsole(app: FastifyInstance): void {
     if (name !== 'index.html' && TYPES[extname(name)]) assets.set(name, asset(join(STATIC_DIR, name)));
   }
   for (const [name, path] of Object.entries(VENDOR)) assets.set(name, asset(path()));
+  assets.set(VOCABULARY, asset(VOCABULARY, Buffer.from(vocabularyModule())));
   const index = asset(join(STATIC_DIR, 'index.html'));
   const csp = contentSecurityPolicy(index.body.toString('utf8'));
 

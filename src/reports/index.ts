@@ -1,2 +1,2 @@
 export { type Report, type ReportBounds, reportCsv, reportCurrencies, runReport } from './engine.ts';
-export { type ReportQuery, ReportQueryBody } from './schema.ts';
+export { DIMENSIONS, type ReportQuery, ReportQueryBody } from './schema.ts';

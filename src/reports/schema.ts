@@ -1,21 +1,25 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { SUB_FIELDS } from '../clicks/index.ts';
+import { REPORT_COLUMNS, type ReportColumn } from '../storage/index.ts';
 
-/** Dimensions a report groups by (§15). */
-export const DIMENSIONS = [
-  'day',
-  'hour',
-  'flow',
-  'stream',
-  'country',
-  'device_type',
-  'os',
-  'browser',
-  'language',
-  ...SUB_FIELDS,
-  'outcome',
-] as const;
+/** The dimension that groups by a click-log column: the ids are grouped as `flow` and `stream`. */
+type DimensionOf<C extends ReportColumn> = C extends 'flow_id'
+  ? 'flow'
+  : C extends 'stream_id'
+    ? 'stream'
+    : C;
+const dimensionOf = <C extends ReportColumn>(c: C) =>
+  (c === 'flow_id' ? 'flow' : c === 'stream_id' ? 'stream' : c) as DimensionOf<C>;
+
+/**
+ * Dimensions a report groups by (docs/reports.md): local day and hour, then one per column of the
+ * click log a report may group by — the storage's list, so a column added there is a dimension here.
+ */
+export const DIMENSIONS = ['day', 'hour', ...REPORT_COLUMNS.map(dimensionOf)] as const;
 export type Dimension = (typeof DIMENSIONS)[number];
+/** The click-log column a dimension groups by; the time dimensions have none. */
+export const COLUMN_OF: ReadonlyMap<Dimension, ReportColumn> = new Map(
+  REPORT_COLUMNS.map((c) => [dimensionOf(c), c]),
+);
 
 /** Metrics of every row and of the totals (§15), in the order a CSV lists them. */
 export const METRICS = [

@@ -3,24 +3,7 @@
  * report's `from`/`to` mean when written without an offset, and which local day and hour a UTC
  * bucket falls in.
  */
-const formats = new Map<string, Intl.DateTimeFormat>();
-function format(tz: string): Intl.DateTimeFormat {
-  let f = formats.get(tz);
-  if (f === undefined) {
-    f = new Intl.DateTimeFormat('en-US', {
-      timeZone: tz,
-      hourCycle: 'h23',
-      year: 'numeric',
-      month: '2-digit',
-      day: '2-digit',
-      hour: '2-digit',
-      minute: '2-digit',
-      second: '2-digit',
-    });
-    formats.set(tz, f);
-  }
-  return f;
-}
+import { zoneFormat } from '../time/index.ts';
 
 /** Local fields of an instant in a zone. */
 export function localParts(
@@ -28,7 +11,7 @@ export function localParts(
   tz: string,
 ): { y: number; mo: number; d: number; h: number; mi: number; s: number } {
   const out = { y: 0, mo: 0, d: 0, h: 0, mi: 0, s: 0 };
-  for (const p of format(tz).formatToParts(ms)) {
+  for (const p of zoneFormat(tz).formatToParts(ms)) {
     if (p.type === 'year') out.y = Number(p.value);
     else if (p.type === 'month') out.mo = Number(p.value);
     else if (p.type === 'day') out.d = Number(p.value);

@@ -18,6 +18,7 @@ export {
   FlowListBody,
   FlowUpdateBody,
   IdBody,
+  PAGE_LIMIT_DEFAULT,
   PageCursor,
   PageLimit,
   StreamCreateBody,

@@ -1,6 +1,6 @@
 import type { ClickFacts, QueryLike } from '../clicks/index.ts';
 import { isCountryCode } from '../http/index.ts';
-import type { TimeSlice } from '../time/index.ts';
+import { type TimeSlice, zoneFormat } from '../time/index.ts';
 import { compileIpRanges, type IpRanges, ipRangesMatch, ipValueProblem } from './ip-ranges.ts';
 
 /**
@@ -218,7 +218,6 @@ export interface LocalTime {
   day: string;
 }
 const localCache = new Map<string, LocalTime>();
-const formats = new Map<string, Intl.DateTimeFormat>();
 /**
  * Weekday, hour and day of `at` in `timezone` (rules, daily caps). Worked out once a minute per
  * time zone (offsets change on minute boundaries at most), so a click pays a map lookup, not ICU.
@@ -227,19 +226,7 @@ export function localTime(at: number, timezone: string): LocalTime {
   const minute = Math.floor(at / 60_000);
   const hit = localCache.get(timezone);
   if (hit !== undefined && hit.minute === minute) return hit;
-  let f = formats.get(timezone);
-  if (f === undefined) {
-    f = new Intl.DateTimeFormat('en-US', {
-      timeZone: timezone,
-      weekday: 'short',
-      hour: 'numeric',
-      hourCycle: 'h23',
-      year: 'numeric',
-      month: '2-digit',
-      day: '2-digit',
-    });
-    formats.set(timezone, f);
-  }
+  const f = zoneFormat(timezone);
   let weekday = 0;
   let hour = 0;
   let y = '';

@@ -1,4 +1,4 @@
-import { type Static, Type } from '@sinclair/typebox';
+import { type Static, type TObject, Type } from '@sinclair/typebox';
 import { Text } from '../config/index.ts';
 import { FLOW_SORT_KEYS, ID_PATTERN, INT4_MAX, STREAM_SORT_KEYS } from '../storage/index.ts';
 import { FLOW_LIMITS } from './limits.ts';
@@ -178,3 +178,27 @@ export type FlowList = Static<typeof FlowListBody>;
 export type StreamCreate = Static<typeof StreamCreateBody>;
 export type StreamUpdate = Static<typeof StreamUpdateBody>;
 export type StreamList = Static<typeof StreamListBody>;
+
+type OptionalKeys<S> = { [K in keyof S]-?: object extends Pick<S, K> ? K : never }[keyof S];
+/** What a body's left-out fields become. */
+type Defaults<S> = { readonly [K in OptionalKeys<S>]-?: Exclude<S[K], undefined> };
+
+/**
+ * The defaults a create body's schema declares, read from the schema: fastify fills them in over
+ * HTTP, the service applies the same ones to a call made in-process (the demo, tests). Every
+ * optional field of such a body has one.
+ */
+function defaultsOf<T extends TObject>(body: T): Defaults<Static<T>> {
+  const required = new Set(body.required ?? []);
+  const out: Record<string, unknown> = {};
+  for (const [key, schema] of Object.entries(body.properties)) {
+    if ('default' in schema) out[key] = schema.default;
+    else if (!required.has(key))
+      throw new Error(`${key}: an optional field of a create body needs a default`);
+  }
+  return Object.freeze(out) as Defaults<Static<T>>;
+}
+export const FLOW_DEFAULTS = defaultsOf(FlowCreateBody);
+export const STREAM_DEFAULTS = defaultsOf(StreamCreateBody);
+/** `limit` of a list when none is given. */
+export const PAGE_LIMIT_DEFAULT: number = PageLimit.default;

@@ -19,7 +19,17 @@ import { DailyCaps } from './daily-caps.ts';
 import { count, FLOW_LIMITS, ruleValueCount } from './limits.ts';
 import { type LoadedChunk, RoutingCache } from './routing-cache.ts';
 import { normaliseFilters, ruleProblemsSliced } from './rules.ts';
-import type { FlowCreate, FlowList, FlowUpdate, StreamCreate, StreamList, StreamUpdate } from './schemas.ts';
+import {
+  FLOW_DEFAULTS,
+  type FlowCreate,
+  type FlowList,
+  type FlowUpdate,
+  PAGE_LIMIT_DEFAULT,
+  STREAM_DEFAULTS,
+  type StreamCreate,
+  type StreamList,
+  type StreamUpdate,
+} from './schemas.ts';
 import { SlugMisses } from './slug-misses.ts';
 import { countryListProblems, rejectIf, targetUrlField } from './validation.ts';
 
@@ -333,14 +343,14 @@ export class RoutingService {
     const flow = await this.#storage.flows.create({
       slug: body.slug,
       name: body.name,
-      status: body.status ?? 'active',
-      rotation: body.rotation ?? 'position',
-      forward_query: body.forward_query ?? false,
-      bot_action: body.bot_action ?? 'route',
+      status: body.status ?? FLOW_DEFAULTS.status,
+      rotation: body.rotation ?? FLOW_DEFAULTS.rotation,
+      forward_query: body.forward_query ?? FLOW_DEFAULTS.forward_query,
+      bot_action: body.bot_action ?? FLOW_DEFAULTS.bot_action,
       // Stored in the one form reports show zones in (`europe/berlin` → `Europe/Berlin`).
-      timezone: canonicalTimeZone(body.timezone ?? 'UTC')!,
-      cost_per_click: body.cost_per_click ?? 0,
-      currency: body.currency ?? 'USD',
+      timezone: canonicalTimeZone(body.timezone ?? FLOW_DEFAULTS.timezone)!,
+      cost_per_click: body.cost_per_click ?? FLOW_DEFAULTS.cost_per_click,
+      currency: body.currency ?? FLOW_DEFAULTS.currency,
     });
     await this.#changed(flow.slug);
     return flow;
@@ -369,7 +379,7 @@ export class RoutingService {
     const page = await this.#storage.flows.list({
       filter: body.filter ?? {},
       sort: { by: body.sort?.by ?? 'created_at', order: body.sort?.order ?? 'asc' },
-      limit: body.limit ?? 50,
+      limit: body.limit ?? PAGE_LIMIT_DEFAULT,
       cursor: body.cursor,
     });
     const sums = await this.#storage.conversions.sumsBy(
@@ -383,7 +393,7 @@ export class RoutingService {
   }
 
   async createStream(body: StreamCreate): Promise<StreamRecord> {
-    const given = body.filters ?? {};
+    const given = body.filters ?? STREAM_DEFAULTS.filters;
     const target = targetUrlField(body.target_url);
     // Checked as sent (a problem names the value as typed, at its place), stored normalised.
     rejectIf([
@@ -408,14 +418,14 @@ export class RoutingService {
         flow_id: body.flow_id,
         name: body.name,
         type: body.type,
-        position: body.position ?? 0,
-        weight: body.weight ?? 100,
-        status: body.status ?? 'active',
+        position: body.position ?? STREAM_DEFAULTS.position,
+        weight: body.weight ?? STREAM_DEFAULTS.weight,
+        status: body.status ?? STREAM_DEFAULTS.status,
         filters,
         target_url: target.url,
-        redirect_code: body.redirect_code ?? 302,
-        redirect_mode: body.redirect_mode ?? 'http',
-        daily_cap: body.daily_cap ?? 0,
+        redirect_code: body.redirect_code ?? STREAM_DEFAULTS.redirect_code,
+        redirect_mode: body.redirect_mode ?? STREAM_DEFAULTS.redirect_mode,
+        daily_cap: body.daily_cap ?? STREAM_DEFAULTS.daily_cap,
       });
     });
     await this.#changed(flow.slug);
@@ -490,7 +500,7 @@ export class RoutingService {
     const page = await this.#storage.streams.list({
       filter: body.filter ?? {},
       sort: { by: body.sort?.by ?? 'position', order: body.sort?.order ?? 'asc' },
-      limit: body.limit ?? 50,
+      limit: body.limit ?? PAGE_LIMIT_DEFAULT,
       cursor: body.cursor,
     });
     const sums = await this.#storage.conversions.sumsBy(

@@ -1,32 +1,25 @@
+import { type ClickFacts, SUB_FIELDS } from '../clicks/index.ts';
 import { ApiError } from '../errors/index.ts';
 import { isCountryCode } from '../http/index.ts';
 import { FLOW_LIMITS } from './limits.ts';
 
-/** Macros a stream's target_url may hold (§8, §14), besides `{param:NAME}` ({@link PARAM_MACRO}). */
-export const MACROS = [
-  'country',
-  'flow',
-  'stream',
-  'request_id',
+/** The click's own fields a target may carry: what the click's description says of the request. */
+const CLICK_MACROS = [
   'click_id',
   'device_type',
   'os',
   'browser',
   'language',
-  'sub1',
-  'sub2',
-  'sub3',
-  'sub4',
-  'sub5',
-  'sub6',
-  'sub7',
-  'sub8',
-  'sub9',
-  'sub10',
-] as const;
+  ...SUB_FIELDS,
+] as const satisfies readonly (keyof ClickFacts)[];
+/**
+ * Macros a stream's target_url may hold (docs/routing.md#macros), besides `{param:NAME}`
+ * ({@link PARAM_MACRO}): where the click went, the request's id, then the click's fields.
+ */
+export const MACROS = ['country', 'flow', 'stream', 'request_id', ...CLICK_MACROS] as const;
 export type Macro = (typeof MACROS)[number];
 /**
- * `{param:NAME}`: the incoming query parameter NAME (§14). NAME is 1–64 of `[A-Za-z0-9_.-]`, the
+ * `{param:NAME}`: the incoming query parameter NAME (docs/routing.md#macros). NAME is 1–64 of `[A-Za-z0-9_.-]`, the
  * characters parameter names are made of in practice; anything else is refused when the target is
  * written, so a stored target never holds a macro the hot path cannot fill.
  */
@@ -89,7 +82,7 @@ function controlAt(url: string): number {
 }
 
 /**
- * A target URL in the form it is stored and sent (§14): the WHATWG serialisation (IDN host in
+ * A target URL in the form it is stored and sent (docs/routing.md#target-urls): the WHATWG serialisation (IDN host in
  * punycode, non-ASCII and unsafe characters percent-encoded, scheme and host lower-cased) with
  * its macros kept exactly as `{name}`, so the result is plain visible ASCII that can always go
  * into a `Location` header. Or why it cannot be stored.

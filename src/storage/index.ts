@@ -5,6 +5,7 @@ export { fromMicros, fromMicrosSum, isCurrency, MICROS, toMicros } from './money
 export { openStorage } from './open.ts';
 export { openPostgres } from './postgres.ts';
 export {
+  REPORT_COLUMNS,
   type ReportColumn,
   type ReportPage,
   type ReportSortKey,

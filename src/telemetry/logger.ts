@@ -1,4 +1,5 @@
 import { type DestinationStream, type Logger, pino } from 'pino';
+import { REDACTED } from '../config/index.ts';
 
 export type { Logger } from 'pino';
 
@@ -60,7 +61,7 @@ export function createLogger(opts: LoggerOptions): Logger {
       base: { server_id: opts.serverId },
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
-      redact: { paths: [...REDACT_PATHS], censor: '[redacted]' },
+      redact: { paths: [...REDACT_PATHS], censor: REDACTED },
     },
     opts.destination ??
       pino.destination({ dest: 1, sync: false, retryEAGAIN: () => performance.now() < limit.at }),

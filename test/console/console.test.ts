@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
+import { ROLES } from '../../src/config/index.ts';
+import { DIMENSIONS } from '../../src/reports/index.ts';
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 
 describe('GET /acp/: the console is served by the node itself', () => {
@@ -42,6 +45,24 @@ describe('GET /acp/: the console is served by the node itself', () => {
     const again = await fetch(`${t.url}/acp/assets/app.js`, { headers: { 'if-none-match': etag } });
     assert.equal(again.status, 304);
     assert.equal(await again.text(), '');
+  });
+
+  test('the console takes the server’s roles and report dimensions from vocabulary.js, never retyped', async () => {
+    const res = await fetch(`${t.url}/acp/assets/vocabulary.js`);
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/javascript/);
+    const mod = await import(`data:text/javascript,${encodeURIComponent(await res.text())}`);
+    assert.deepEqual(mod.ROLES, ROLES);
+    assert.deepEqual(mod.DIMENSIONS, DIMENSIONS);
+    const dir = new URL('../../src/console/static/', import.meta.url);
+    for (const name of readdirSync(dir).filter((n) => n.endsWith('.js'))) {
+      const js = readFileSync(new URL(name, dir), 'utf8');
+      assert.doesNotMatch(
+        js,
+        /'viewer',\s*'operator'|viewer:\s*0|'device_type',\s*'os'/,
+        `${name} retypes a server list`,
+      );
+    }
   });
 
   test('only known asset names are served: anything else is a contract 404 with one api error record', async () => {

@@ -1,6 +1,8 @@
 // The console's only way to the node: the same ACP endpoints scripts use, with the token kept in
 // sessionStorage (gone when the tab closes, never in a URL).
 
+import { ROLES } from './vocabulary.js';
+
 const TOKEN_KEY = 'sluice.token';
 
 export const session = {
@@ -61,7 +63,7 @@ export async function acpText(path, body = {}) {
   return res.text();
 }
 
-const RANK = { viewer: 0, operator: 1, admin: 2 };
+const RANK = Object.fromEntries(ROLES.map((r, i) => [r, i]));
 /** True when `role` is at least `required` — only to hide what the API would refuse anyway. */
 export const can = (role, required) => (RANK[role] ?? -1) >= RANK[required];
 

@@ -2,8 +2,7 @@ import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { acp } from './api.js';
 import { copyText, ErrorLine, fmt, Loading, POLL_MS, SortTable, usePoll } from './ui.js';
-
-const ROLES = ['viewer', 'operator', 'admin'];
+import { ROLES } from './vocabulary.js';
 
 /** The token of a new operator: shown here once, with a copy button; the node never shows it again. */
 function NewToken({ created, onDone }) {

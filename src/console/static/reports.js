@@ -3,20 +3,8 @@ import { useEffect, useState } from 'preact/hooks';
 import { acp, acpText } from './api.js';
 import { Chart } from './overview.js';
 import { ErrorLine, fmt, hashParam, SortTable, useFlowList } from './ui.js';
+import { DIMENSIONS } from './vocabulary.js';
 
-const DIMENSIONS = [
-  'day',
-  'hour',
-  'flow',
-  'stream',
-  'country',
-  'device_type',
-  'os',
-  'browser',
-  'language',
-  'outcome',
-  ...Array.from({ length: 10 }, (_, i) => `sub${i + 1}`),
-];
 const KEYS = { flow: ['flow_slug'], stream: ['stream_name'] };
 const ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
 
