@@ -4,9 +4,10 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { test } from 'node:test';
 
 /**
- * The house rules of the layout (README.md, "Layout"): a folder's `index.ts` is its face — named
- * re-exports only, each one imported by another folder, a test or a benchmark — no folder reaches
- * past another's face, and no module imports itself back through a circle.
+ * The house rules of the layout (the folders are listed in README.md, "Where things are"): a
+ * folder's `index.ts` is its face — named re-exports only, each one imported by another folder, a
+ * test or a benchmark — no folder reaches past another's face, and no module imports itself back
+ * through a circle.
  */
 const ROOT = resolve(import.meta.dirname, '..');
 const walk = (d: string): string[] =>
