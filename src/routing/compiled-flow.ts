@@ -358,8 +358,8 @@ function macroValue(stream: RoutableStream, k: number, v: MacroValues): string {
       return c.sub9 ?? '';
     case 'sub10':
       return c.sub10 ?? '';
-    case undefined: {
-      // {param:NAME}: the first value when repeated; a lone surrogate (from `%ED%A0%80`-like
+    default: {
+      // Past the named macros (undefined here), {param:NAME}: the first value when repeated; a lone surrogate (from `%ED%A0%80`-like
       // input decoded leniently) is replaced, so encoding never throws.
       const raw = v.query[stream.params[k - MACROS.length]!];
       const value = typeof raw === 'string' ? raw : (raw?.[0] ?? '');

@@ -239,7 +239,7 @@ for (const backend of BACKENDS) {
       for (const [timezone, shown] of [
         ['+0530', '+05:30'],
         ['asia/kolkata', 'asia/kolkata'], // only the case of ICU's own spelling is restored
-      ]) {
+      ] as const) {
         const same = await report({ group_by: ['hour'], timezone, filter: { flow_id: flow.id } });
         assert.deepEqual(same.rows, kolkata.rows, timezone);
         assert.equal(same.timezone, shown);

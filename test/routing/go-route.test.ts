@@ -170,13 +170,16 @@ for (const backend of BACKENDS) {
         type: 'default',
         target_url: 'https://d.test/',
       });
+      type Counts = { entries: number; hits: number; max_entries: number };
       type M = {
-        cache: Record<string, number> & {
-          unknown_slugs: Record<string, number>;
+        cache: Counts & {
+          misses: number;
+          hit_ratio: number;
+          unknown_slugs: Counts;
           stale: Record<string, number>;
         };
-        streams: Record<string, number>;
-        traffic_flows: Record<string, number>;
+        streams: { hits: number; total: number };
+        traffic_flows: { clicks: number; total: number; active: number };
       };
       const before = await call<M>('/acp/system/metrics', {}, viewer);
       for (let i = 0; i < 3; i++) await go('sections');

@@ -85,7 +85,7 @@ for (const backend of BACKENDS) {
         ['Europe/Kyiv', 'Europe/Kyiv'],
         ['+0530', '+05:30'],
         ['-03:00', '-03:00'],
-      ]) {
+      ] as const) {
         const zoned = await call<FlowRecord>('/acp/traffic-flows/update', { id: flow.id, timezone: given });
         assert.equal(zoned.timezone, stored, given);
       }

@@ -364,7 +364,7 @@ for (const backend of BATCH_BACKENDS) {
         const r = await storage.conversions.upsert({
           click_id: c.click_id,
           txid: null,
-          status: (['lead', 'sale', 'rejected'] as const)[i % 3],
+          status: (['lead', 'sale', 'rejected'] as const)[i % 3]!,
           payout: i,
           currency: 'USD',
         });
