@@ -13,7 +13,8 @@ export const POSTBACK_KEY_PREFIX = 'pbk_';
  * A key this node does not know is looked up in the database again, at most this often: a postback
  * with a key rotated on another node waits at most this long here for the read that finds it (and
  * is accepted), a wrong key waits as long for its 401, and a flood of wrong keys costs the database
- * one read a second.
+ * one read a second. A known key is judged on hashes read at most this long before, else on a new
+ * read: a key rotated out on another node is refused here within a second of its grace's end.
  */
 export const KEY_REREAD_MS = 1000;
 /** Replaced keys still within their grace at most: the oldest goes first. */
@@ -78,9 +79,11 @@ function parseStored(raw: string): StoredKeys {
  * `postback.key_sha256`'s (and `previous_key_sha256`'s) when configured, else the one the first
  * node made and kept, hashed, in the database shared by every node (made race-safe: one
  * conditional insert wins), with the keys a rotation replaced while their grace lasts. Nodes hold
- * the hashes in memory; a key not among them makes the node read the database again (a read that
- * begins after the postback arrived), at most once every {@link KEY_REREAD_MS}, so a key rotated on
- * one node is accepted on every other at once, its first postback there waiting up to that long.
+ * the hashes in memory; a key not among them, or a match on hashes older than
+ * {@link KEY_REREAD_MS}, makes the node read the database again (a read that begins after the
+ * postback arrived), at most once every {@link KEY_REREAD_MS}, so a key rotated on one node is
+ * accepted on every other at once, its first postback there waiting up to that long, and a key
+ * rotated out is refused on every node once its grace is over.
  * Keys are compared by their SHA-256 in constant time, against every hash each time.
  */
 export class PostbackKeys {
@@ -155,15 +158,18 @@ export class PostbackKeys {
   /**
    * Whether a postback with this `key` (undefined: none sent) is accepted. A key this node does not
    * know waits for a read of the database that begins after it arrived (a rotation made on another
-   * node), at most {@link KEY_REREAD_MS}; a database that cannot be read then throws (the postback
-   * is not stored).
+   * node), at most {@link KEY_REREAD_MS}; so does a key it knows from hashes read longer ago than
+   * that (another node may have replaced it since: once its grace is over it must be refused here
+   * too). A database that cannot be read then throws (the postback is not stored).
    */
   async accepts(key: string | undefined): Promise<boolean> {
     if (!this.required) return true;
     if (key === undefined) return false;
     const given = digest(key);
-    if (this.#matches(given)) return true;
-    if (this.configured) return false;
+    if (this.configured) return this.#matches(given);
+    // A match on hashes read long ago may be a key another node has rotated out since (its grace
+    // over, or none): judged again on a read that begins now, at most one a second (shared).
+    if (this.#matches(given) && performance.now() - this.#lastRead < KEY_REREAD_MS) return true;
     await this.#nextRead();
     return this.#matches(given);
   }

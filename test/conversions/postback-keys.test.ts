@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sha256Hex } from '../../src/auth/index.ts';
+import { KEY_REREAD_MS, PostbackKeys } from '../../src/conversions/index.ts';
 import { runDoctor } from '../../src/doctor/index.ts';
 import { newBatchId } from '../../src/storage/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
@@ -281,3 +283,46 @@ describe('two nodes starting together on one PostgreSQL database', async () => {
     }
   });
 });
+
+// A node holds the key hashes it read; a rotation on another node only ever made it read them again
+// when a key it did not know arrived. A node that saw only the old key (the one a leak made an
+// operator rotate) kept taking it for ever, grace or none (review-30).
+for (const backend of BACKENDS) {
+  describe(`a key rotated out on another node (${backend.label})`, async () => {
+    const skip = !(await backend.available()) && 'PostgreSQL unavailable';
+
+    for (const graceHours of [0, 1]) {
+      test(`is refused there once its grace is over (key_grace_hours ${graceHours}), though only the old key ever came`, {
+        skip,
+      }, async () => {
+        const clock = new ManualClock(Date.UTC(2026, 10, 28, 12));
+        const db = await backend.open(clock);
+        try {
+          const opts = {
+            requireKey: true,
+            configuredSha256: undefined,
+            graceHours,
+            store: db.storage,
+            clock,
+          };
+          const a = new PostbackKeys(opts);
+          const b = new PostbackKeys(opts);
+          await a.start();
+          const old = await a.ensure();
+          assert.ok(old !== undefined);
+          await b.start();
+          assert.equal(await b.accepts(old), true);
+          const key = await a.rotate();
+          clock.advance(graceHours * 3_600_000);
+          // The hashes b holds are older than a re-read's interval now (however slow the machine).
+          await sleep(KEY_REREAD_MS + 50);
+          assert.equal(await a.accepts(old), false, 'refused on the node that rotated');
+          assert.equal(await b.accepts(old), false, 'refused on the other node too');
+          assert.equal(await b.accepts(key), true);
+        } finally {
+          await db.cleanup();
+        }
+      });
+    }
+  });
+}
