@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ApiError } from '../errors/index.ts';
+import { ApiError, hasCode } from '../errors/index.ts';
 import type { Clock } from '../time/index.ts';
 import { logPage, logWhere, subsOf, toBool } from './clicks.ts';
 import { fromMicros, fromMicrosSum, toMicros } from './money.ts';
@@ -90,8 +90,9 @@ interface QueuedUpsert {
  * The upserts of postbacks that name a written click, gathered and sent together (see
  * {@link fromClickLogMany}). One conversion appears once in a statement (PostgreSQL refuses to
  * update a row twice in one): the postback route applies a conversion's postbacks one after
- * another anyway, and a second one that came would wait for the next statement. A statement that
- * fails applied nothing: each of its postbacks is then sent alone, so each answers for itself.
+ * another anyway, and a second one that came would wait for the next statement. A statement the
+ * database refuses applied nothing: each of its postbacks is then sent alone (all at once), so
+ * each answers for itself; one that meets an unavailable database fails every postback in it.
  */
 class UpsertsTogether {
   readonly #x: SqlExecutor;
@@ -127,7 +128,7 @@ class UpsertsTogether {
         } else later.push(u);
       }
       this.#queue = later;
-      if (now.length === 1 || !(await this.#together(now))) for (const u of now) await this.#send(u);
+      if (now.length === 1 || !(await this.#together(now))) await Promise.all(now.map((u) => this.#send(u)));
     }
     this.#running = undefined;
   }
@@ -151,8 +152,13 @@ class UpsertsTogether {
     let rows: Row[];
     try {
       rows = await this.#x.all(fromClickLogMany, [json]);
-    } catch {
-      return false;
+    } catch (err) {
+      // The server is unreachable (or its connection was lost, the statement perhaps applied):
+      // each alone would meet the same, one connection timeout each, with every postback behind
+      // them waiting. They fail together, for the network to send again.
+      if (!hasCode(err, 'db.unavailable')) return false;
+      for (const u of upserts) u.reject(err);
+      return true;
     }
     const byKey = new Map(rows.map((r) => [`${String(r.click_id)}\u0000${String(r.txid)}`, r]));
     for (const u of upserts) {

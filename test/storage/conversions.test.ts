@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
 import { runReport } from '../../src/reports/index.ts';
-import { type ConversionRecord, clickRecordOf, newBatchId, type Storage } from '../../src/storage/index.ts';
+import {
+  type ConversionRecord,
+  clickRecordOf,
+  newBatchId,
+  openPostgres,
+  type Storage,
+} from '../../src/storage/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
 import { flowInput, newClick } from '../helpers/records.ts';
 import { BATCH_BACKENDS, type Opened } from './backends.ts';
@@ -410,3 +416,36 @@ for (const backend of BATCH_BACKENDS) {
     });
   });
 }
+
+// PostgreSQL's postbacks of a moment share one statement; when it failed, each was sent again
+// alone, one after another. With the server unreachable every one of them waited out its own
+// connection attempt in turn (3 s each when packets are dropped: the last of 500 waited 25
+// minutes, and every postback after them waited behind), to fail as the first did (review-30).
+describe('postbacks that arrive together while PostgreSQL is unreachable', () => {
+  test('fail together after one attempt, not one attempt more each', async () => {
+    // Nothing listens on port 1: each connection attempt is refused at once.
+    const storage = openPostgres({
+      url: 'postgres://127.0.0.1:1/test',
+      poolMax: 5,
+      schema: 'nowhere',
+      clock: new ManualClock(T0),
+    });
+    try {
+      const answers = await Promise.allSettled(
+        Array.from({ length: 20 }, (_, i) =>
+          storage.conversions.upsert({
+            click_id: `down-${i}`,
+            txid: null,
+            status: 'sale',
+            payout: 1,
+            currency: 'USD',
+          }),
+        ),
+      );
+      assert.ok(answers.every((a) => a.status === 'rejected' && isCode('db.unavailable')(a.reason)));
+      assert.equal(storage.stats().errors, 1, 'one statement tried');
+    } finally {
+      await storage.close();
+    }
+  });
+});
