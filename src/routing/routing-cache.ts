@@ -153,15 +153,19 @@ export class RoutingCache {
    */
   async load(slug: string): Promise<CompiledFlow | null> {
     this.misses++;
-    let failed = false;
+    let superseded: CompiledFlow | undefined | null = null;
     // A write invalidating the slug while it is read: the second attempt reads the new data.
-    for (let attempt = 0; attempt < 2 && !failed; attempt++) {
+    for (let attempt = 0; attempt < 2; attempt++) {
       const reading = this.#read(slug);
       const read = await reading.done;
-      if (reading.superseded) continue;
-      if ('failed' in read) failed = true;
-      else return read.flow ?? null;
+      if ('failed' in read) break;
+      if (!reading.superseded) return read.flow ?? null;
+      superseded = read.flow;
     }
+    // Written to again during each read, the database answering: the last read, which began after
+    // every write but those made while it ran (a click racing a write sees either side of it).
+    // Not the stale fallback, which is older still (a flow deleted since, a paused one active).
+    if (superseded !== null) return superseded ?? null;
     const stale = this.#lru.peek(slug, { allowStale: true }) ?? this.#lastKnown.get(slug);
     if (stale !== undefined) {
       this.staleServed++;
@@ -271,8 +275,12 @@ export class RoutingCache {
     return reloaded;
   }
 
-  /** A write changed the slug's flow: what is cached (or being read) is not served again, but as the fallback. */
-  invalidate(slug: string): void {
+  /**
+   * A write changed the slug's flow: what is cached (or being read) is not served again, but as the
+   * fallback, unless `gone`: the write left the slug routing nowhere (its flow deleted, paused or
+   * given another slug), and no outage may bring the flow back there.
+   */
+  invalidate(slug: string, gone = false): void {
     for (const running of this.#reloads) running.add(slug);
     const reading = this.#reading.get(slug);
     if (reading !== undefined) {
@@ -280,7 +288,8 @@ export class RoutingCache {
       this.#reading.delete(slug);
     }
     const current = this.#lru.peek(slug, { allowStale: true });
-    if (current !== undefined) this.#keepStale(slug, current);
+    if (gone) this.#lastKnown.delete(slug);
+    else if (current !== undefined) this.#keepStale(slug, current);
     this.#lru.delete(slug);
     this.#unknown.delete(slug);
   }

@@ -291,16 +291,22 @@ export class RoutingService {
     };
   }
 
-  /** Drops a flow from the cache; what it was is learnt again when it is next compiled. */
-  #forget(slug: string): void {
-    this.cache.invalidate(slug);
+  /**
+   * Drops a flow from the cache (and, when `gone`, from its stale fallback: the slug routes nowhere
+   * now); what it was is learnt again when it is next compiled.
+   */
+  #forget(slug: string, gone = false): void {
+    this.cache.invalidate(slug, gone);
     this.#noDefault.delete(slug);
   }
 
-  /** Drops a changed flow here at once and tells the other nodes; a failed notice only delays them to the TTL. */
-  async #changed(...slugs: string[]): Promise<void> {
+  /**
+   * Drops a changed flow here at once and tells the other nodes; a failed notice only delays them to
+   * the TTL. `gone`: slugs the write left routing nowhere (deleted, paused, renamed away).
+   */
+  async #changed(slugs: readonly string[], gone: readonly string[] = []): Promise<void> {
     for (const slug of new Set(slugs)) {
-      this.#forget(slug);
+      this.#forget(slug, gone.includes(slug));
       try {
         await this.#storage.publishInvalidation(slug);
       } catch (err) {
@@ -352,7 +358,7 @@ export class RoutingService {
       cost_per_click: body.cost_per_click ?? FLOW_DEFAULTS.cost_per_click,
       currency: body.currency ?? FLOW_DEFAULTS.currency,
     });
-    await this.#changed(flow.slug);
+    await this.#changed([flow.slug]);
     return flow;
   }
 
@@ -364,14 +370,20 @@ export class RoutingService {
     const after = await this.#storage.flows.update(id, changes, version);
     if (after === undefined)
       throw this.#staleOrGone('traffic flow', await this.#storage.flows.get(id), version);
-    await this.#changed(before.slug, after.slug);
+    await this.#changed(
+      [before.slug, after.slug],
+      [
+        ...(before.slug === after.slug ? [] : [before.slug]),
+        ...(after.status === 'active' ? [] : [after.slug]),
+      ],
+    );
     return this.#flowView(after);
   }
 
   async deleteFlow(id: string): Promise<FlowRecord> {
     const flow = await this.#storage.flows.delete(id);
     if (flow === undefined) throw notFound('traffic flow');
-    await this.#changed(flow.slug);
+    await this.#changed([flow.slug], [flow.slug]);
     return flow;
   }
 
@@ -428,7 +440,7 @@ export class RoutingService {
         daily_cap: body.daily_cap ?? STREAM_DEFAULTS.daily_cap,
       });
     });
-    await this.#changed(flow.slug);
+    await this.#changed([flow.slug]);
     return stream;
   }
 
@@ -515,7 +527,7 @@ export class RoutingService {
 
   async #changedFlowOf(flowId: string): Promise<void> {
     const flow = await this.#storage.flows.get(flowId);
-    if (flow) await this.#changed(flow.slug);
+    if (flow) await this.#changed([flow.slug]);
   }
 
   async #mustFlow(id: string): Promise<FlowRecord> {

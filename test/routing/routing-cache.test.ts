@@ -225,3 +225,41 @@ describe('routing cache: unknown slugs and the stale fallback', () => {
     assert.ok(cache.peek('new'));
   });
 });
+
+// A click's read of a slug was tried twice when writes superseded it; superseded both times, the
+// click was answered from the stale fallback (or 503 without one) while the database answered:
+// a flow deleted meanwhile was served again (review-30).
+describe('routing cache: a slug written to during each of its reads', () => {
+  test('is answered from the last read, not from the stale fallback', async () => {
+    let exists = true;
+    const gates: (() => void)[] = [];
+    const cache = new RoutingCache({
+      maxEntries: 10,
+      ttlMs: 60_000,
+      load: async (slug) => {
+        const answer = exists ? flowOf(slug) : undefined;
+        await new Promise<void>((r) => gates.push(r));
+        return answer;
+      },
+    });
+    const readsBegun = async (n: number) => {
+      while (gates.length < n) await new Promise((r) => setImmediate(r));
+    };
+    const cached = cache.load('x');
+    await readsBegun(1);
+    gates.shift()!();
+    assert.equal((await cached)?.slug, 'x');
+    // Deleted: the cached flow is now only the fallback for an outage.
+    exists = false;
+    cache.invalidate('x');
+    const click = cache.load('x');
+    await readsBegun(1);
+    cache.invalidate('x');
+    gates.shift()!();
+    await readsBegun(1);
+    cache.invalidate('x');
+    gates.shift()!();
+    assert.equal(await click, null);
+    assert.equal(cache.section().stale.served, 0);
+  });
+});

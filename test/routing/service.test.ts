@@ -6,6 +6,7 @@ import { createLogger } from '../../src/telemetry/index.ts';
 import { systemClock } from '../../src/time/index.ts';
 import { LogCapture } from '../helpers/node.ts';
 import { until } from '../helpers/until.ts';
+import { BACKENDS } from '../storage/backends.ts';
 
 describe('routing service: notices that may have been missed', () => {
   let storage: Storage;
@@ -78,3 +79,50 @@ describe('routing service: notices that may have been missed', () => {
     assert.equal(reads, 0);
   });
 });
+
+// A write through this node dropped the flow from the cache but kept what it was as the fallback
+// for an outage: a flow deleted, paused or renamed here, read again while the database was down,
+// was served as it was before the write, active (review-30).
+for (const backend of BACKENDS) {
+  describe(`routing service on ${backend.label}: the stale fallback after a write`, async () => {
+    const skip = !(await backend.available()) && 'PostgreSQL unavailable';
+
+    test('a flow deleted, paused or renamed here is not served while the database is down; one edited is', {
+      skip,
+    }, async () => {
+      const opened = await backend.open();
+      // A store of its own, closed below as a database that cannot be reached.
+      const storage = opened.reopen();
+      const routing = new RoutingService({
+        storage,
+        logger: createLogger({
+          level: 'info',
+          name: 'sluice',
+          serverId: 'n1',
+          destination: new LogCapture(),
+        }),
+        cacheMaxEntries: 100,
+        cacheTtlMs: 600_000,
+        capsIntervalMs: 0,
+      });
+      try {
+        const flows = new Map<string, { id: string; version: number }>();
+        for (const slug of ['deleted', 'paused', 'renamed', 'edited']) {
+          flows.set(slug, await routing.createFlow({ slug, name: slug }));
+          assert.equal((await routing.cache.load(slug))?.slug, slug);
+        }
+        await routing.deleteFlow(flows.get('deleted')!.id);
+        await routing.updateFlow({ ...flows.get('paused')!, status: 'paused' });
+        await routing.updateFlow({ ...flows.get('renamed')!, slug: 'renamed-2' });
+        await routing.updateFlow({ ...flows.get('edited')!, name: 'edited again' });
+        await storage.close();
+        for (const slug of ['deleted', 'paused', 'renamed'])
+          await assert.rejects(routing.cache.load(slug), `${slug} is not served from the fallback`);
+        assert.equal((await routing.cache.load('edited'))?.slug, 'edited', 'stale beats down');
+      } finally {
+        routing.stop();
+        await opened.cleanup();
+      }
+    });
+  });
+}
