@@ -34,6 +34,11 @@ export interface CountsCut {
   acked(): void;
   /** Their batch was given up: lost. */
   lost(): void;
+  /**
+   * Takes in the counts of a later cut (its batch's clicks joined this one's before either was
+   * sent): they are this cut's from now on, acknowledged or lost with it.
+   */
+  absorb(later: CountsCut): void;
 }
 
 /** Where the counts come from: cut whenever the click log cuts a batch. */
@@ -111,6 +116,8 @@ export class ClickLog {
   #failingSince: number | undefined;
   #timer: NodeJS.Timeout | undefined;
   #chain: Promise<unknown> = Promise.resolve();
+  /** The batch being sent now (its counts being built, or its write under way). */
+  #sending: Pending | undefined;
   readonly #uniqueness: ClickLogOptions['uniqueness'];
 
   constructor(opts: ClickLogOptions) {
@@ -309,6 +316,7 @@ export class ClickLog {
     while (this.#pending.length > 0) {
       const p = this.#pending[0]!;
       const rows = p.batch.rows.length;
+      this.#sending = p;
       try {
         if (p.counts !== undefined) p.batch.counts ??= await p.counts.rows();
         await this.#store.insertBatch(p.batch);
@@ -337,6 +345,8 @@ export class ClickLog {
             : 'click batch given up: the database refused it on every attempt; its clicks and counts are dropped',
         );
         continue;
+      } finally {
+        this.#sending = undefined;
       }
       // Applied now or before (a retry of a batch whose acknowledgement was lost): written either way.
       p.counts?.acked();
@@ -352,14 +362,33 @@ export class ClickLog {
   /**
    * Moves the buffer (at most batchMax clicks: {@link append} cuts at that size) into a batch with
    * its id and the counts made since the last cut; counts alone (clicks a full buffer dropped) make
-   * a batch of no clicks.
+   * a batch of no clicks. The last batch waiting, when it was never sent (the database is down and
+   * the head keeps failing), takes them instead, up to a batch's size: an outage of hours at a few
+   * clicks a flush made thousands of batches, each read in turn by every capped stream's check of
+   * every click (its pending counts) and written one transaction each once the database was back.
    */
   #cut(): void {
     const counts = this.#counts?.cut();
     if (this.#buf.length === 0 && counts === undefined) return;
     const rows = this.#buf;
     this.#buf = [];
-    this.#pending.push({ batch: { id: newBatchId(), server_id: this.#serverId, rows }, attempts: 0, counts });
     this.#held += rows.length;
+    const tail = this.#pending.at(-1);
+    if (
+      tail !== undefined &&
+      tail !== this.#sending &&
+      tail.attempts === 0 &&
+      tail.batch.counts === undefined &&
+      tail.batch.rows.length + rows.length <= this.#batchMax
+    ) {
+      // Never sent: its id was never used, and its clicks and counts still go together.
+      if (rows.length > 0) tail.batch.rows = tail.batch.rows.concat(rows);
+      if (counts !== undefined) {
+        if (tail.counts === undefined) tail.counts = counts;
+        else tail.counts.absorb(counts);
+      }
+      return;
+    }
+    this.#pending.push({ batch: { id: newBatchId(), server_id: this.#serverId, rows }, attempts: 0, counts });
   }
 }

@@ -160,7 +160,7 @@ export class ClickCounters {
     this.#flows = new Map();
     this.#days = new Map();
     this.#held.add(held);
-    return {
+    const cut: CountsCut = {
       rows: () => countRows(held),
       acked: () => {
         if (!this.#held.delete(held)) return;
@@ -169,11 +169,47 @@ export class ClickCounters {
       lost: () => {
         this.#held.delete(held);
       },
+      absorb: (later) => {
+        const other = this.#cuts.get(later);
+        if (other === undefined || !this.#held.has(other) || !this.#held.has(held)) return;
+        this.#held.delete(other);
+        mergeHeld(held, other);
+      },
     };
+    this.#cuts.set(cut, held);
+    return cut;
   }
+
+  /** What each cut holds, for {@link CountsCut.absorb}. */
+  readonly #cuts = new WeakMap<CountsCut, Held>();
 
   /** Told of each acknowledged batch's daily cap counts, in the same turn as they stop being pending. */
   onDaysAcked: ((days: { stream_id: string; day: string; clicks: number }[]) => void) | undefined;
+}
+
+/** `into` takes `from`'s counts (a later cut's: its last times are the later ones). */
+function mergeHeld(into: Held, from: Held): void {
+  for (const [id, d] of from.streams) {
+    const s = into.streams.get(id);
+    if (s === undefined) into.streams.set(id, d);
+    else {
+      s.hits += d.hits;
+      s.uniques += d.uniques;
+      s.last = Math.max(s.last, d.last);
+    }
+  }
+  for (const [id, d] of from.flows) {
+    const f = into.flows.get(id);
+    if (f === undefined) into.flows.set(id, d);
+    else {
+      f.clicks += d.clicks;
+      f.noMatch += d.noMatch;
+      f.bots += d.bots;
+      f.uniques += d.uniques;
+      f.last = Math.max(f.last, d.last);
+    }
+  }
+  for (const [key, n] of from.days) into.days.set(key, (into.days.get(key) ?? 0) + n);
 }
 
 function addFlow(out: Counts, f: FlowDelta | undefined): void {

@@ -389,8 +389,8 @@ describe('click log while PostgreSQL is unreachable', async () => {
       assert.equal(await log.persist(), 150);
       assert.equal(
         new Set(sent).size,
-        4,
-        '3 batches cut before the outage, sent again and again, and 1 after',
+        3,
+        '3 batches cut before the outage, the first sent again and again; the last, never sent, took the 30 after',
       );
       assert.equal((await storage.clicks.list({ filter: { flow_id: 'outage' }, limit: 1 })).total, 150);
     } finally {
@@ -433,4 +433,51 @@ test('each batch carries the counts of exactly its clicks, cut in the same turn,
     ],
   );
   assert.equal(counters.pending, false, 'every cut acknowledged with its batch');
+});
+
+// Every flush cut a batch of its own; behind a head that kept failing (the database down) an
+// outage of hours at a few clicks a flush piled up thousands of batches, each one's counts read by
+// every capped stream's check of every click, each one written as a transaction of its own once
+// the database was back (review-30).
+test('while the head batch keeps failing, later cuts join the last batch not sent yet, clicks and counts together', async () => {
+  const counters = new ClickCounters();
+  const sent: ClickBatch[] = [];
+  let down = true;
+  const log = new ClickLog({
+    store: {
+      insertBatch: async (b) => {
+        if (down) throw new ApiError('db.unavailable');
+        sent.push(b);
+        return { applied: true, rows: b.rows.length };
+      },
+    },
+    logger: silent,
+    serverId: 'node-1',
+    bufferMax: 1000,
+    batchMaxRows: 10,
+    flushIntervalMs: 0,
+    counts: counters,
+  });
+  for (let i = 0; i < 25; i++) {
+    counters.hit('f1', 's1', 1000 + i);
+    counters.dayHit('s1', '2026-11-29');
+    log.append(newClick({ flow_id: 'f1', stream_id: 's1' }));
+    await log.flush();
+  }
+  assert.equal(counters.pendingDay('s1', '2026-11-29'), 25, 'every click still pending for the caps');
+  down = false;
+  assert.equal(await log.persist(), 25);
+  // The first cut was sent (and failed) at once; the others joined a batch of ten at most.
+  assert.deepEqual(
+    sent.map((b) => [b.rows.length, b.counts?.flows.map((f) => f[1]), b.counts?.days.map((d) => d[2])]),
+    [
+      [1, [1], [1]],
+      [10, [10], [10]],
+      [10, [10], [10]],
+      [4, [4], [4]],
+    ],
+  );
+  assert.equal(new Set(sent.map((b) => b.id)).size, 4);
+  assert.equal(counters.pending, false);
+  assert.equal(counters.pendingDay('s1', '2026-11-29'), 0);
 });
