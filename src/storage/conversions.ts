@@ -69,6 +69,9 @@ const fromClickLogMany = `INSERT INTO conversions (${COLUMNS})
    JOIN clicks AS c ON c.click_id = j.click_id
    ${ON_CONFLICT}`;
 
+/** SQLSTATEs of a statement that lost to another one (deadlock, serialization): worth sending again. */
+const CONFLICTS = new Set(['40P01', '40001']);
+
 /** Postbacks that share one PostgreSQL statement at most. */
 const MANY_MAX = 500;
 /**
@@ -156,7 +159,10 @@ class UpsertsTogether {
       // The server is unreachable (or its connection was lost, the statement perhaps applied):
       // each alone would meet the same, one connection timeout each, with every postback behind
       // them waiting. They fail together, for the network to send again.
-      if (!hasCode(err, 'db.unavailable')) return false;
+      // A deadlock or serialization failure is the statement's luck, not the server's state:
+      // alone, each goes through.
+      if (!hasCode(err, 'db.unavailable') || CONFLICTS.has(String((err.cause as { code?: unknown })?.code)))
+        return false;
       for (const u of upserts) u.reject(err);
       return true;
     }

@@ -449,3 +449,48 @@ describe('postbacks that arrive together while PostgreSQL is unreachable', () =>
     }
   });
 });
+
+describe('postbacks that arrive together and lose a deadlock on PostgreSQL', async () => {
+  const pgCase = BATCH_BACKENDS.find((b) => b.name === 'postgres')!;
+  const available = await pgCase.available();
+  // A deadlock is the statement's luck, not the database's state (it is classed unavailable for
+  // the click log's retries): the postbacks are sent again alone, not failed together.
+  test('are each sent again alone and go through', {
+    skip: !available && 'PostgreSQL unavailable',
+  }, async () => {
+    const opened = await pgCase.open(new ManualClock(T0));
+    try {
+      const storage = opened.storage;
+      await storage.clicks.insertBatch({
+        id: newBatchId(),
+        server_id: null,
+        rows: Array.from({ length: 3 }, (_, i) => newClick({ click_id: `dl-${i}`, flow_id: 'dl' })),
+      });
+      // The first row written (the statement of all three) loses a deadlock; a sequence is not
+      // rolled back with it, so the rows written after go through.
+      await opened.sql().script(`CREATE SEQUENCE deadlock_once;
+        CREATE FUNCTION deadlock_once() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN IF nextval('deadlock_once') = 1 THEN
+            RAISE EXCEPTION 'deadlock detected' USING ERRCODE = 'deadlock_detected'; END IF;
+          RETURN NEW; END $$;
+        CREATE TRIGGER deadlock_once BEFORE INSERT ON conversions FOR EACH ROW EXECUTE FUNCTION deadlock_once();`);
+      const answers = await Promise.all(
+        [0, 1, 2].map((i) =>
+          storage.conversions.upsert({
+            click_id: `dl-${i}`,
+            txid: null,
+            status: 'sale',
+            payout: 1,
+            currency: 'USD',
+          }),
+        ),
+      );
+      assert.deepEqual(
+        answers.map((a) => a?.conversion.click_id),
+        ['dl-0', 'dl-1', 'dl-2'],
+      );
+    } finally {
+      await opened.cleanup();
+    }
+  });
+});
