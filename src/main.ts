@@ -40,7 +40,7 @@ import {
   registerMetricsRoute,
 } from './http/index.ts';
 import { HttpClient } from './http-client/index.ts';
-import { type Counts, RoutingService, registerGoRoute, simulate } from './routing/index.ts';
+import { type Counts, RoutingLedger, RoutingService, registerGoRoute, simulate } from './routing/index.ts';
 import { migrateWhenReachable, openStorage, StartAbandoned, type Storage } from './storage/index.ts';
 import { clickWrites, taskRunner } from './tasks/index.ts';
 import { createLogger, type Logger, Telemetry } from './telemetry/index.ts';
@@ -90,6 +90,8 @@ export interface SluiceNode {
   storage: Storage;
   election: LeaderElection;
   routing: RoutingService;
+  /** What /go counted (counters, daily caps, unknown slugs) and their flush. */
+  ledger: RoutingLedger;
   /** Describes each /go click (ids, user agents, uniqueness); the uniqueness exchange reads it. */
   clickDescriber: ClickDescriber;
   clickLog: ClickLog;
@@ -242,16 +244,13 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       propagateRequestId: hc.propagate_request_id,
     });
     lifecycle.defer(() => httpClient.close());
+    const ledger = RoutingLedger.fromConfig(config, { storage, logger, clock });
     const routing = new RoutingService({
       storage,
       logger,
-      clock,
+      ledger,
       cacheMaxEntries: config.cache.max_entries,
       cacheTtlMs: config.cache.ttl_ms,
-      // With a stats.flush task the scheduler reads the daily caps back; without one the service does, each second.
-      capsIntervalMs: Object.values(config.cron.tasks).some((t) => t.kind === 'stats.flush' && t.enabled)
-        ? 0
-        : 1000,
     });
     let journaled = 0;
     const scheduler = new Scheduler({
@@ -295,7 +294,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       logger,
       serverId,
       // The counters are written with the clicks that made them, batch by batch.
-      counts: routing.counters,
+      counts: ledger.counters,
       bufferMax: config.clicks.buffer_max,
       flushIntervalMs: writes.timerMs,
       clock,
@@ -313,6 +312,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
         timeoutMs: task.timeout_ms,
         run: taskRunner(name, task, {
           routing,
+          ledger,
           storage,
           httpClient,
           clock,
@@ -324,8 +324,10 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     }
     telemetry.setSection('db', () => storage.stats());
     telemetry.setSection('cache', () => routing.cache.section());
-    telemetry.setSection('streams', () => routing.streamsSection());
-    telemetry.setSection('traffic_flows', () => routing.flowsSection());
+    telemetry.setSection('streams', () => ledger.streamsSection(routing.totals().streams));
+    telemetry.setSection('traffic_flows', () =>
+      ledger.flowsSection(routing.totals().traffic_flows, routing.withoutDefaultStream()),
+    );
     const uniquenessExchange = new UniquenessExchange({
       window: clickDescriber.uniqueness,
       store: storage.sightings,
@@ -357,14 +359,16 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     telemetry.start();
     routing.start();
     lifecycle.defer(() => routing.stop());
+    ledger.start();
+    lifecycle.defer(() => ledger.stop());
     clickLog.start();
     // After the server drained: every click answered, and what it counted, is in the buffer by
     // then, whatever became of the server's close. A database that refuses is retried for what is
     // left of the stop's budget (a short outage costs no click).
     lifecycle.defer(async () => {
       const { lost: clicks } = await clickLog.stop(leftOfStop(AFTER_CLICK_LOG_MS));
-      const counts = routing.counters.unpersisted();
-      if (clicks === 0 && !routing.counters.pending) return;
+      const counts = ledger.counters.unpersisted();
+      if (clicks === 0 && !ledger.counters.pending) return;
       lost.complete = false;
       lost.clicks_lost = clicks;
       lost.counts_lost = counts;
@@ -464,7 +468,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
     registerConsole(app);
     registerGoRoute(
       app,
-      routing,
+      { cache: routing.cache, ledger },
       { describer: clickDescriber, log: clickLog, fallbackUrl: config.routing.fallback_url },
       clock,
       opts.random,
@@ -538,6 +542,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
       storage,
       election,
       routing,
+      ledger,
       clickDescriber,
       clickLog,
       uniquenessExchange,
@@ -550,7 +555,7 @@ export async function startNode(opts: StartOptions = {}): Promise<SluiceNode> {
         return {
           clicks_buffered: clicks.buffered,
           clicks_unacked: clicks.unacked,
-          counts_unpersisted: routing.counters.unpersisted(),
+          counts_unpersisted: ledger.counters.unpersisted(),
         };
       },
       stop: () => {

@@ -153,7 +153,7 @@ for (const backend of values.backends.split(',')) {
     const at = Date.now();
     for (let i = 0; i < streams; i += 10) {
       const id = `b-stream-${String(i).padStart(7, '0')}`;
-      t.node.routing.counters.hit(`b-flow-${String(Math.floor(i / PER_FLOW)).padStart(7, '0')}`, id, at);
+      t.node.ledger.counters.hit(`b-flow-${String(Math.floor(i / PER_FLOW)).padStart(7, '0')}`, id, at);
     }
     [r, note] = await task('stats_flush');
     rows.push(['counter flush', r, `${streams / 10} streams; ${note}`]);

@@ -17,3 +17,4 @@ export {
   TEXT_PATTERN,
   Text,
 } from './schema.ts';
+export { ownTimerMs } from './task-or-timer.ts';

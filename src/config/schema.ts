@@ -350,7 +350,7 @@ export type Config = Static<typeof ConfigSchema>;
  * Tasks every node has unless its configuration changes them (they merge under `cron.tasks` like
  * any file, so `cron.tasks.stats_flush.enabled: false` turns one off). Counters are written with
  * their clicks by the click log; `stats_flush` reads the daily cap counts back, and turned off
- * leaves that to the routing service's own one-second timer.
+ * leaves that to the routing ledger's own one-second timer (src/config/task-or-timer.ts).
  */
 export const DEFAULT_TASKS = {
   stats_flush: { kind: 'stats.flush', schedule: '* * * * * *', timeout_ms: 30_000 },

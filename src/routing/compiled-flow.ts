@@ -133,7 +133,7 @@ const byPosition = (a: StreamRecord, b: StreamRecord) => a.position - b.position
 
 const NONE_REFUSED: CompiledFlow['refused'] = Object.freeze([]);
 
-/** Where a compiled stream's daily cap comes from (the routing service's {@link DailyCaps}). */
+/** Where a compiled stream's daily cap comes from (the routing ledger's {@link DailyCaps}). */
 export type CapOf = (streamId: string, cap: number, timezone: string) => StreamCap | undefined;
 const NO_CAPS: CapOf = () => undefined;
 

@@ -7,8 +7,9 @@ import { addFastRoute, type FastAnswer, type RequestTrace } from '../http/index.
 import type { ClickOutcome, NewClick } from '../storage/index.ts';
 import type { Clock } from '../time/index.ts';
 import { buildTarget, type CompiledFlow, decide, withForwardedQuery } from './compiled-flow.ts';
+import type { RoutingLedger } from './ledger.ts';
+import type { RoutingCache } from './routing-cache.ts';
 import type { Visitor } from './rules.ts';
-import type { RoutingService } from './service.ts';
 import { SLUG } from './validation.ts';
 
 /**
@@ -24,19 +25,25 @@ const noStream = (clickId: string) =>
 
 const NO_QUERY: QueryLike = Object.freeze({});
 
+/** What /go reads and counts: the cached flows, and the ledger its counts and unknown slugs go to. */
+export interface GoRouting {
+  cache: Pick<RoutingCache, 'peek' | 'load'>;
+  ledger: Pick<RoutingLedger, 'counters' | 'slugMisses'>;
+}
+
 /** What /go needs of the click capability: describe each click once, log it once. */
 export interface GoClicks {
   describer: ClickDescriber;
   log: Pick<ClickLog, 'append'>;
   /**
-   * `routing.fallback_url` (§13): where a visitor goes when no stream takes the click or the slug
+   * `routing.fallback_url` (docs/routing.md#fallback-url): where a visitor goes when no stream takes the click or the slug
    * is unknown, instead of a 404. Absent: the 404.
    */
   fallbackUrl?: string | undefined;
 }
 
 /**
- * The page of a `meta_refresh` or `js` stream (§13): nothing but what moves the browser on, with
+ * The page of a `meta_refresh` or `js` stream (docs/routing.md#redirect-modes): nothing but what moves the browser on, with
  * no referrer sent. The location goes into an HTML attribute (escaped for it) and a JS string
  * (JSON, with `<` escaped so it cannot close the script).
  */
@@ -112,13 +119,14 @@ function subsOf(f: ClickFacts): (string | null)[] | null {
  */
 export function registerGoRoute(
   app: FastifyInstance,
-  routing: RoutingService,
+  routing: GoRouting,
   clicks: GoClicks,
   clock: Clock,
   random: () => number = Math.random,
 ): void {
   const { describer, log } = clicks;
-  const counters = routing.counters;
+  const { cache, ledger } = routing;
+  const counters = ledger.counters;
 
   const record = (
     flow: CompiledFlow,
@@ -152,7 +160,7 @@ export function registerGoRoute(
   };
 
   const fallbackUrl = clicks.fallbackUrl;
-  /** No stream for this click: the fallback URL when one is configured, else the 404 (§13). */
+  /** No stream for this click: the fallback URL when one is configured, else the 404. */
   const unrouted = (clickId: string): FastAnswer | ApiError =>
     fallbackUrl === undefined
       ? noStream(clickId)
@@ -168,7 +176,7 @@ export function registerGoRoute(
     req: IncomingMessage,
   ): FastAnswer | ApiError => {
     const bot = describer.userAgents.classify(req.method!, req.headers['user-agent']).is_bot;
-    routing.slugMisses.note(bot ? undefined : slug, paused, clock.now(), bot);
+    ledger.slugMisses.note(bot ? undefined : slug, paused, clock.now(), bot);
     if (!bot) counters.noMatchWithoutFlow();
     return fallbackUrl === undefined ? NO_FLOW : { status: 302, headers: { location: fallbackUrl } };
   };
@@ -178,7 +186,7 @@ export function registerGoRoute(
    * click log. Everything done per click belongs here (and only here). The answer is built before
    * anything is counted, so a click that fails is not a hit. Returns the contract error rather than
    * throwing it: the fast path hands it to fastify's error path. Bots follow the flow's
-   * `bot_action` (§13) and are counted apart.
+   * `bot_action` (docs/routing.md#bots) and are counted apart.
    */
   const click = (
     slug: string,
@@ -207,7 +215,7 @@ export function registerGoRoute(
       if (bot) counters.bot(flow.id, now);
       else counters.noMatch(flow.id, now);
       record(flow, null, bot ? 'bot' : 'no_match', facts, country, now, bot ? 0 : flow.cost);
-      // A bot with nowhere to go on a `stream` flow is not sent to the fallback either (§13).
+      // A bot with nowhere to go on a `stream` flow is not sent to the fallback either (docs/routing.md#bots).
       return bot && flow.botAction === 'stream' ? noStream(facts.click_id) : unrouted(facts.click_id);
     }
     let location =
@@ -243,9 +251,9 @@ export function registerGoRoute(
       if (answer instanceof ApiError) throw answer;
       reply.code(answer.status).headers(answer.headers).send(answer.body);
     };
-    const cached = routing.cache.peek(slug);
+    const cached = cache.peek(slug);
     if (cached !== undefined) return send(cached);
-    return routing.cache.load(slug).then(send);
+    return cache.load(slug).then(send);
   });
 
   addFastRoute(app, {
@@ -253,7 +261,7 @@ export function registerGoRoute(
     path: '/go/:slug',
     answer: (slug, trace, req) => {
       if (!SLUG.test(slug)) return undefined;
-      const cached = routing.cache.peek(slug);
+      const cached = cache.peek(slug);
       if (cached === undefined) return undefined; // a miss: the route loads it
       // A 404 decided from the cache (unknown slug, paused flow, no stream) is answered here too:
       // an unknown slug costs no more than a cached click.

@@ -11,11 +11,10 @@ import {
   type StreamRecord,
   toMicros,
 } from '../storage/index.ts';
-import type { FlowsSection, Logger, StreamsSection } from '../telemetry/index.ts';
-import { type Clock, canonicalTimeZone, systemClock, TIME_ZONE_EXPECTED, TimeSlice } from '../time/index.ts';
-import { ClickCounters } from './click-counters.ts';
+import type { FlowsSection, Logger } from '../telemetry/index.ts';
+import { canonicalTimeZone, TIME_ZONE_EXPECTED, TimeSlice } from '../time/index.ts';
 import { type CompiledFlow, compileFlowSliced } from './compiled-flow.ts';
-import { DailyCaps } from './daily-caps.ts';
+import type { RoutingLedger } from './ledger.ts';
 import { count, FLOW_LIMITS, ruleValueCount } from './limits.ts';
 import { type LoadedChunk, RoutingCache } from './routing-cache.ts';
 import { normaliseFilters, ruleProblemsSliced } from './rules.ts';
@@ -30,7 +29,6 @@ import {
   type StreamList,
   type StreamUpdate,
 } from './schemas.ts';
-import { SlugMisses } from './slug-misses.ts';
 import { countryListProblems, rejectIf, targetUrlField } from './validation.ts';
 
 export interface RoutingOptions {
@@ -38,19 +36,14 @@ export interface RoutingOptions {
   logger: Logger;
   cacheMaxEntries: number;
   cacheTtlMs: number;
-  /**
-   * How often the service reads every node's daily cap counts itself; 0 when a `stats.flush` task
-   * does it (after writing the click log, which carries the counts).
-   */
-  capsIntervalMs?: number;
+  /** What /go counts: compiled streams take their daily caps from it, lists show its pending counts. */
+  ledger: RoutingLedger;
   /**
    * How often totals for the system metrics sections are re-read (an O(1) read of the `totals`
    * table). A change made through any node's ACP is seen at once (its own, or the others'
    * invalidation notice); this bounds how late one written to the database by anything else is.
    */
   aggregatesIntervalMs?: number;
-  /** The time daily caps count days by (the hot path's clock). */
-  clock?: Clock;
 }
 
 /** The least time between two background reads of the totals on one node. */
@@ -61,31 +54,24 @@ const ZERO: Aggregates = {
   traffic_flows: { total: 0, active: 0 },
 };
 
-export type { FlowsSection, StreamsSection };
-
 /**
  * Traffic flows and streams: validated writes that keep every node's cache right, lists with
- * counters, the cached routing data the hot path reads, and the click counters it writes.
+ * counters, and the cached routing data the hot path reads. What the hot path counts is the
+ * ledger's ({@link RoutingLedger}).
  */
 export class RoutingService {
   readonly cache: RoutingCache;
-  readonly counters = new ClickCounters();
-  /** Daily caps of the streams this node has compiled (§13). */
-  readonly caps = new DailyCaps(this.counters);
-  /** Requests for slugs that route nowhere (`/go` notes them; `traffic_flows.unknown_slugs`). */
-  readonly slugMisses = new SlugMisses();
+  readonly #ledger: RoutingLedger;
   readonly #storage: Storage;
   readonly #log: Logger;
-  readonly #capsMs: number;
   readonly #aggregatesMs: number;
-  readonly #clock: Clock;
   #aggregates: Aggregates = ZERO;
   #stopped = false;
   /**
    * The totals read again in the background: at once when none is under way, else once more after
    * it, and never two within {@link REFRESH_GAP_MS}. However many writes, notices and timer ticks
-   * ask, and however slow the database, at most one read is queued (beside the caps refreshes,
-   * which share the queue) and a node reads at most four times a second.
+   * ask, and however slow the database, at most one read is queued (beside the ledger's caps
+   * refreshes, which share its queue) and a node reads at most four times a second.
    */
   readonly #refreshSoon = coalesced(
     () => this.refreshAggregates(),
@@ -110,10 +96,9 @@ export class RoutingService {
     0,
     () => this.#stopped,
   );
-  #timers: NodeJS.Timeout[] = [];
+  #timer: NodeJS.Timeout | undefined;
   /** What each compiled flow was compiled from, so a reload reuses what has not changed. */
   readonly #sources = new WeakMap<CompiledFlow, string>();
-  #serial: Promise<unknown> = Promise.resolve();
   /** Slugs of compiled active flows without an active default stream (see FlowsSection). */
   readonly #noDefault = new Set<string>();
   /** Per flow, the last write to its streams that checks the flow's limits ({@link #flowWrite}). */
@@ -122,9 +107,8 @@ export class RoutingService {
   constructor(opts: RoutingOptions) {
     this.#storage = opts.storage;
     this.#log = opts.logger;
-    this.#capsMs = opts.capsIntervalMs ?? 1000;
+    this.#ledger = opts.ledger;
     this.#aggregatesMs = opts.aggregatesIntervalMs ?? 2_000;
-    this.#clock = opts.clock ?? systemClock;
     this.cache = new RoutingCache({
       maxEntries: opts.cacheMaxEntries,
       ttlMs: opts.cacheTtlMs,
@@ -137,27 +121,14 @@ export class RoutingService {
       else this.#forget(slug);
       this.#refreshSoon();
     });
-    this.counters.onDaysAcked = (days) => this.caps.acked(days);
   }
 
   async #load(slug: string): Promise<CompiledFlow | undefined> {
     const flow = await this.#storage.flows.getBySlug(slug);
     if (flow === undefined) return undefined;
     const compiled = await this.#compile(flow, await this.#storage.streams.ofFlow(flow.id), new TimeSlice());
-    await this.#loadCaps();
+    await this.#ledger.loadNewCaps();
     return compiled;
-  }
-
-  /** New caps learn their day's count before their flow routes; a failed read counts from zero. */
-  async #loadCaps(): Promise<void> {
-    try {
-      await this.caps.loadFresh(this.#storage, this.#clock.now());
-    } catch (err) {
-      this.#log.warn(
-        { err: (err as Error).message },
-        'reading daily cap counts failed; read again at the next refresh',
-      );
-    }
   }
 
   /** A chunk of slugs for the cache's reload: two queries, then one flow compiled per step. */
@@ -183,7 +154,7 @@ export class RoutingService {
       await slice.pause();
       out.set(flow.slug, await this.#compile(flow, rows, slice));
     }
-    await this.#loadCaps();
+    await this.#ledger.loadNewCaps();
     return { flows: out, rows: streams.length };
   }
 
@@ -194,7 +165,7 @@ export class RoutingService {
     slice: TimeSlice,
   ): Promise<CompiledFlow> {
     const slug = flow.slug;
-    const capOf = (id: string, cap: number, tz: string) => this.caps.of(id, cap, tz);
+    const capOf = (id: string, cap: number, tz: string) => this.#ledger.capOf(id, cap, tz);
     const compiled = await compileFlowSliced(flow, streams, capOf, slice);
     this.#sources.set(compiled, sourceOf(flow, streams));
     if (compiled.active && compiled.fallback.length === 0) this.#noDefault.add(slug);
@@ -208,51 +179,22 @@ export class RoutingService {
     return compiled;
   }
 
-  /** Starts the periodic caps and totals refresh; background work logs its failures, never throws. */
+  /** Starts the periodic totals refresh; background work logs its failures, never throws. */
   start(): void {
     this.#refreshSoon();
-    const every = (ms: number, fn: () => Promise<unknown>) => {
-      const t = setInterval(() => void fn(), ms);
-      t.unref();
-      this.#timers.push(t);
-    };
-    if (this.#capsMs > 0) every(this.#capsMs, () => this.#refreshCapsQuietly());
-    every(this.#aggregatesMs, async () => this.#refreshSoon());
+    this.#timer = setInterval(() => this.#refreshSoon(), this.#aggregatesMs);
+    this.#timer.unref();
   }
 
-  /**
-   * Stops the timers. What was counted is written with the clicks it counted, by the click log's
-   * stop (see {@link ClickCounters}).
-   */
+  /** Stops the timer and the background reads. */
   stop(): void {
     this.#stopped = true;
-    for (const t of this.#timers) clearInterval(t);
-    this.#timers = [];
-  }
-
-  /**
-   * Reads every capped stream's clicks of its day, as every node has written them (other nodes'
-   * clicks on capped streams arrive here); a failure is thrown (the `stats.flush` task's run fails).
-   */
-  refreshCaps(): Promise<void> {
-    return this.#queue(() => this.caps.refresh(this.#storage, this.#clock.now()));
-  }
-
-  /** {@link refreshCaps} for the service's own timer: a failure is logged, never thrown. */
-  async #refreshCapsQuietly(): Promise<void> {
-    try {
-      await this.refreshCaps();
-    } catch (err) {
-      this.#log.warn(
-        { err: (err as Error).message },
-        'reading daily cap counts failed; read again in a second',
-      );
-    }
+    clearInterval(this.#timer);
   }
 
   /** Reads the totals now (queued behind a caps refresh under way); the background asks {@link #refreshSoon}. */
   refreshAggregates(): Promise<void> {
-    return this.#queue(async () => {
+    return this.#ledger.inTurn(async () => {
       try {
         this.#aggregates = await this.#storage.aggregates();
       } catch (err) {
@@ -261,34 +203,14 @@ export class RoutingService {
     });
   }
 
-  #queue<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.#serial.then(fn, fn);
-    this.#serial = run.catch(() => {});
-    return run;
+  /** Flows and streams stored, and how many are active, as last read (the metrics sections). */
+  totals(): Aggregates {
+    return this.#aggregates;
   }
 
-  /** The `streams` section: totals from storage, hits counted by this node since it started. */
-  streamsSection(): StreamsSection {
-    return {
-      total: this.#aggregates.streams.total,
-      active: this.#aggregates.streams.active,
-      hits: this.counters.totalHits,
-      uniques: this.counters.totalUniques,
-    };
-  }
-
-  /** The `traffic_flows` section: totals from storage, clicks and no-matches of this node since start. */
-  flowsSection(): FlowsSection {
-    return {
-      total: this.#aggregates.traffic_flows.total,
-      active: this.#aggregates.traffic_flows.active,
-      clicks: this.counters.totalClicks,
-      no_match: this.counters.totalNoMatch,
-      bots: this.counters.totalBots,
-      uniques: this.counters.totalUniques,
-      without_default_stream: { count: this.#noDefault.size, slugs: [...this.#noDefault].slice(0, 10) },
-      unknown_slugs: this.slugMisses.section(),
-    };
+  /** Slugs of compiled active flows without an active default stream (`traffic_flows` section). */
+  withoutDefaultStream(): FlowsSection['without_default_stream'] {
+    return { count: this.#noDefault.size, slugs: [...this.#noDefault].slice(0, 10) };
   }
 
   /**
@@ -317,31 +239,6 @@ export class RoutingService {
       }
     }
     this.#refreshSoon();
-  }
-
-  #flowView(f: FlowRecord): FlowRecord {
-    const p = this.counters.pendingFlow(f.id);
-    return p.clicks || p.no_match || p.bots
-      ? {
-          ...f,
-          clicks: f.clicks + p.clicks,
-          no_match: f.no_match + p.no_match,
-          bots: f.bots + p.bots,
-          uniques: f.uniques + p.uniques,
-        }
-      : f;
-  }
-
-  /**
-   * A stream as lists show it: with what this node counted and has not written, and, for a capped
-   * stream this node routes, `cap_today` — the clicks of its current day in the flow's time zone
-   * as the hot path sees them (null when this node has not compiled its flow: no traffic here).
-   */
-  #streamView(s: StreamRecord): StreamRecord & { cap_today?: number | null } {
-    const p = this.counters.pendingStream(s.id);
-    const viewed = p.hits ? { ...s, hits: s.hits + p.hits, uniques: s.uniques + p.uniques } : s;
-    if (!(s.daily_cap > 0)) return viewed;
-    return { ...viewed, cap_today: this.caps.get(s.id)?.used(this.#clock.now()) ?? null };
   }
 
   async createFlow(body: FlowCreate): Promise<FlowRecord> {
@@ -377,7 +274,7 @@ export class RoutingService {
         ...(after.status === 'active' ? [] : [after.slug]),
       ],
     );
-    return this.#flowView(after);
+    return this.#ledger.flowView(after);
   }
 
   async deleteFlow(id: string): Promise<FlowRecord> {
@@ -400,7 +297,7 @@ export class RoutingService {
     );
     return {
       ...page,
-      items: page.items.map((f) => ({ ...this.#flowView(f), ...(sums.get(f.id) ?? NO_CONVERSIONS) })),
+      items: page.items.map((f) => ({ ...this.#ledger.flowView(f), ...(sums.get(f.id) ?? NO_CONVERSIONS) })),
     };
   }
 
@@ -477,7 +374,7 @@ export class RoutingService {
     }
     if (after === undefined) throw this.#staleOrGone('stream', await this.#storage.streams.get(id), version);
     await this.#changedFlowOf(after.flow_id);
-    return this.#streamView(after);
+    return this.#ledger.streamView(after);
   }
 
   /**
@@ -521,7 +418,10 @@ export class RoutingService {
     );
     return {
       ...page,
-      items: page.items.map((s) => ({ ...this.#streamView(s), ...(sums.get(s.id) ?? NO_CONVERSIONS) })),
+      items: page.items.map((s) => ({
+        ...this.#ledger.streamView(s),
+        ...(sums.get(s.id) ?? NO_CONVERSIONS),
+      })),
     };
   }
 

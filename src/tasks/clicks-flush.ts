@@ -1,9 +1,9 @@
 import type { ClickLog } from '../clicks/index.ts';
-import type { CronTaskConfig } from '../config/index.ts';
+import { type CronTaskConfig, ownTimerMs } from '../config/index.ts';
 import type { TaskContext } from '../cron/index.ts';
 
 /**
- * `clicks.flush` (§11, optional): writes the click log's buffer as a task, so its runs, failures and
+ * `clicks.flush` (docs/cron.md, optional): writes the click log's buffer as a task, so its runs, failures and
  * durations show in the `tasks` section and the console like any task. A node with an enabled
  * `clicks.flush` task turns the click log's own timer (`clicks.flush_interval_ms`) off: the task's
  * schedule is then how late a click may be written. A run that the database refuses fails (its
@@ -34,8 +34,6 @@ export function clickWrites(
   tasks: Readonly<Record<string, CronTaskConfig>>,
   flushIntervalMs: number,
 ): { timerMs: number; waitMs: number } {
-  const byTask = Object.values(tasks).some((t) => t.kind === 'clicks.flush' && t.enabled);
-  return byTask
-    ? { timerMs: 0, waitMs: CLICK_WAIT_WITH_TASK_MS + 1000 }
-    : { timerMs: flushIntervalMs, waitMs: flushIntervalMs + 1000 };
+  const timerMs = ownTimerMs(tasks, 'clicks.flush', flushIntervalMs);
+  return { timerMs, waitMs: (timerMs === 0 ? CLICK_WAIT_WITH_TASK_MS : timerMs) + 1000 };
 }

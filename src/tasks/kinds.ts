@@ -2,7 +2,7 @@ import type { ClickLog } from '../clicks/index.ts';
 import type { CronTaskConfig } from '../config/index.ts';
 import type { TaskContext } from '../cron/index.ts';
 import type { HttpClient } from '../http-client/index.ts';
-import type { RoutingService } from '../routing/index.ts';
+import type { RoutingLedger, RoutingService } from '../routing/index.ts';
 import type { Storage } from '../storage/index.ts';
 import type { Clock } from '../time/index.ts';
 import { cacheReload } from './cache-reload.ts';
@@ -15,7 +15,8 @@ import { targetsCheck } from './targets-check.ts';
 
 /** What the application's task kinds drive; main.ts hands it over once. */
 export interface KindDeps {
-  routing: RoutingService;
+  routing: Pick<RoutingService, 'cache'>;
+  ledger: Pick<RoutingLedger, 'flush'>;
   storage: Storage;
   httpClient: HttpClient;
   clock: Clock;
@@ -36,7 +37,7 @@ export function taskRunner(
 ): (ctx: TaskContext) => Promise<void> {
   switch (cfg.kind) {
     case 'stats.flush':
-      return statsFlush(deps.clickLog, deps.routing);
+      return statsFlush(deps.clickLog, deps.ledger);
     case 'cache.reload':
       return cacheReload(deps.routing);
     case 'targets.check':

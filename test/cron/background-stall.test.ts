@@ -236,7 +236,7 @@ for (const backend of BACKENDS) {
       const holds = await attempts(tc, async () => {
         const hold = await longestHold(() => t.node.routing.refreshAggregates());
         assert.deepEqual(
-          { total: t.node.routing.streamsSection().total, active: t.node.routing.streamsSection().active },
+          { total: t.node.routing.totals().streams.total, active: t.node.routing.totals().streams.active },
           { total: FLOWS * STREAMS_PER_FLOW, active: (FLOWS * STREAMS_PER_FLOW) / ACTIVE_EVERY },
         );
         return hold;
@@ -249,7 +249,7 @@ for (const backend of BACKENDS) {
         const now = Date.now();
         for (let i = 0; i < TOUCHED; i++) {
           const flow = `stall-flow-${String(Math.floor(i / STREAMS_PER_FLOW)).padStart(6, '0')}`;
-          t.node.routing.counters.hit(flow, `stall-stream-${String(i).padStart(7, '0')}`, now);
+          t.node.ledger.counters.hit(flow, `stall-stream-${String(i).padStart(7, '0')}`, now);
         }
         const hold = await longestHold(() => t.node.clickLog.persist());
         const [sum] = await sql("SELECT SUM(hits) AS n FROM streams WHERE id LIKE 'stall-stream-%'");

@@ -187,7 +187,5 @@ export function probeNodeYaml(url: string, opts: { prometheus?: boolean } = {}):
  * throws, the counts kept for the next time.
  */
 export async function persistCounts(node: SluiceNode): Promise<number> {
-  const clicks = await node.clickLog.persist();
-  await node.routing.refreshCaps();
-  return clicks;
+  return node.ledger.flush(node.clickLog);
 }

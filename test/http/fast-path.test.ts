@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { CLICK_ID_RE, ClickDescriber, ClickLog } from '../../src/clicks/index.ts';
 import { loadConfig } from '../../src/config/index.ts';
 import { createServer } from '../../src/http/index.ts';
-import { RoutingService, registerGoRoute } from '../../src/routing/index.ts';
+import { RoutingLedger, RoutingService, registerGoRoute } from '../../src/routing/index.ts';
 import { openSqlite, type Storage } from '../../src/storage/index.ts';
 import { createLogger, Telemetry } from '../../src/telemetry/index.ts';
 import { systemClock } from '../../src/time/index.ts';
@@ -62,6 +62,7 @@ describe('the fast path answers exactly what the fastify route answers', () => {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-fast-'));
   let storage: Storage;
   let routing: RoutingService;
+  let ledger: RoutingLedger;
   const sides = {
     fast: {
       app: undefined as unknown as FastifyInstance,
@@ -112,18 +113,14 @@ describe('the fast path answers exactly what the fastify route answers', () => {
     const delta = await flow('delta', 'active', true);
     await stream(delta.id, 0, { type: 'default', target_url: 'https://example.com/d?aff={click_id}#top' });
 
-    routing = new RoutingService({
-      storage,
-      logger: createLogger({
-        level: 'info',
-        name: 'sluice',
-        serverId: 'srv-1',
-        destination: new LogCapture(),
-      }),
-      cacheMaxEntries: 100,
-      cacheTtlMs: 600_000,
-      capsIntervalMs: 0,
+    const logger = createLogger({
+      level: 'info',
+      name: 'sluice',
+      serverId: 'srv-1',
+      destination: new LogCapture(),
     });
+    ledger = new RoutingLedger({ storage, logger, capsIntervalMs: 0 });
+    routing = new RoutingService({ storage, logger, ledger, cacheMaxEntries: 100, cacheTtlMs: 600_000 });
     for (const [name, side] of Object.entries(sides)) {
       const logger = createLogger({
         level: 'info',
@@ -158,7 +155,13 @@ describe('the fast path answers exactly what the fastify route answers', () => {
         uniquenessMaxEntries: 1000,
         shareUniqueness: false,
       });
-      registerGoRoute(side.app, routing, { describer, log: side.clickLog }, systemClock, seeded(11));
+      registerGoRoute(
+        side.app,
+        { cache: routing.cache, ledger },
+        { describer, log: side.clickLog },
+        systemClock,
+        seeded(11),
+      );
       await side.app.listen({ port: 0, host: '127.0.0.1' });
       side.port = (side.app.server.address() as { port: number }).port;
     }
@@ -297,10 +300,10 @@ describe('the fast path answers exactly what the fastify route answers', () => {
     const cold = what.includes('cold') ? /GET \/go\/([a-z]+)/.exec(request)![1] : undefined;
     test(`${what}: ${fast ? 'the fast path' : 'fastify'} answers, the same bytes, counted once`, async () => {
       const counted = () => ({
-        hits: routing.counters.totalHits,
-        noMatch: routing.counters.totalNoMatch,
-        bots: routing.counters.totalBots,
-        uniques: routing.counters.totalUniques,
+        hits: ledger.counters.totalHits,
+        noMatch: ledger.counters.totalNoMatch,
+        bots: ledger.counters.totalBots,
+        uniques: ledger.counters.totalUniques,
         cacheHits: routing.cache.hits,
         cacheMisses: routing.cache.misses,
       });

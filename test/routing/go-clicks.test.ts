@@ -202,9 +202,9 @@ for (const backend of BACKENDS) {
     });
 
     it('requests for slugs that route nowhere are counted, and the last slugs named (a typo, a paused flow)', async () => {
-      const misses = () => t.node.routing.flowsSection().unknown_slugs;
+      const misses = () => t.node.ledger.slugMisses.section();
       const before = misses();
-      const noMatchBefore = t.node.routing.flowsSection().no_match;
+      const noMatchBefore = t.node.ledger.counters.totalNoMatch;
       const paused = await call<FlowRecord>('/acp/traffic-flows/create', {
         slug: 'on-hold',
         name: 'On hold',
@@ -232,7 +232,7 @@ for (const backend of BACKENDS) {
       assert.equal(after.bots - before.bots, 1);
       assert.ok(!after.recent.some((r) => r.slug === 'wp-login'));
       // Each person's request is a no-match of the node (§13: "still counted no_match").
-      assert.equal(t.node.routing.flowsSection().no_match - noMatchBefore, 5);
+      assert.equal(t.node.ledger.counters.totalNoMatch - noMatchBefore, 5);
       assert.deepEqual(
         after.recent.slice(0, 2).map((r) => [r.slug, r.count, r.flow]),
         [

@@ -138,7 +138,7 @@ for (const backend of BACKENDS) {
         weight: 3,
         target_url: 'https://b.test/',
       });
-      const before = t.node.routing.streamsSection().hits;
+      const before = t.node.ledger.counters.totalHits;
       const N = 200;
       const res = await Promise.all(Array.from({ length: N }, () => go('busy')));
       assert.ok(res.every((r) => r.status === 302));
@@ -159,7 +159,7 @@ for (const backend of BACKENDS) {
         viewer,
       );
       assert.equal(flows.items[0]?.clicks, N);
-      assert.equal(t.node.routing.streamsSection().hits - before, N);
+      assert.equal(t.node.ledger.counters.totalHits - before, N);
     });
 
     it('system metrics: cache, streams and traffic_flows sections follow the clicks', async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { RoutingService } from '../../src/routing/index.ts';
+import { RoutingLedger, RoutingService } from '../../src/routing/index.ts';
 import { type InvalidationListener, openSqlite, type Storage } from '../../src/storage/index.ts';
 import { createLogger } from '../../src/telemetry/index.ts';
 import { systemClock } from '../../src/time/index.ts';
@@ -37,12 +37,18 @@ describe('routing service: notices that may have been missed', () => {
         running--;
       }
     };
+    const logger = createLogger({
+      level: 'info',
+      name: 'sluice',
+      serverId: 'n1',
+      destination: new LogCapture(),
+    });
     routing = new RoutingService({
       storage,
-      logger: createLogger({ level: 'info', name: 'sluice', serverId: 'n1', destination: new LogCapture() }),
+      logger,
       cacheMaxEntries: 100,
       cacheTtlMs: 600_000,
-      capsIntervalMs: 0,
+      ledger: new RoutingLedger({ storage, logger, capsIntervalMs: 0 }),
     });
     for (const slug of ['a', 'b', 'c']) {
       await storage.flows.create({
@@ -93,17 +99,18 @@ for (const backend of BACKENDS) {
       const opened = await backend.open();
       // A store of its own, closed below as a database that cannot be reached.
       const storage = opened.reopen();
+      const log = createLogger({
+        level: 'info',
+        name: 'sluice',
+        serverId: 'n1',
+        destination: new LogCapture(),
+      });
       const routing = new RoutingService({
         storage,
-        logger: createLogger({
-          level: 'info',
-          name: 'sluice',
-          serverId: 'n1',
-          destination: new LogCapture(),
-        }),
+        logger: log,
         cacheMaxEntries: 100,
         cacheTtlMs: 600_000,
-        capsIntervalMs: 0,
+        ledger: new RoutingLedger({ storage, logger: log, capsIntervalMs: 0 }),
       });
       try {
         const flows = new Map<string, { id: string; version: number }>();
