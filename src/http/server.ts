@@ -4,10 +4,9 @@ import { Readable } from 'node:stream';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
-  type FastifyReply,
   type FastifyRequest,
+  type FastifyServerOptions,
   LogController,
-  type onResponseHookHandler,
 } from 'fastify';
 import type { Config } from '../config/index.ts';
 import { ApiError } from '../errors/index.ts';
@@ -22,15 +21,17 @@ import { trackConnections } from './drain.ts';
 import { MAX_SCHEMA_PROBLEMS, sendApiError, setTracingHeaders } from './error-reply.ts';
 import { type FactoryOptions, type FastRoute, FrontDoor, requestIdOf } from './fast-path.ts';
 import type { GeoCountry } from './geo-country.ts';
+import { registerJsonBody } from './json-body.ts';
 import { Refusals } from './refusals.ts';
 import { CountryResolver } from './request-context.ts';
+import { registerRouteTable } from './route-table.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** Upper-case ISO country of the client as a trusted proxy's header says it (§3): `X-Client-Country-Code`. */
+    /** Upper-case ISO country of the client as a trusted proxy's header says it: `X-Client-Country-Code` (docs/telemetry.md#headers-every-response-2xx-3xx-404-errors-metrics). */
     headerCountry: string | undefined;
     /**
-     * The country a click is routed and logged by (§13): the header's, else the country database's
+     * The country a click is routed and logged by (docs/routing.md#country): the header's, else the country database's
      * by the client's address; worked out when asked (by /go only).
      */
     readonly country: string | undefined;
@@ -81,27 +82,35 @@ export interface ServerDeps {
    * benchmark that compare the two paths.
    */
   fastPath?: boolean;
-  /** The country database for clients without a trusted country header (§13); none: header only. */
+  /** The country database for clients without a trusted country header (docs/routing.md#country); none: header only. */
   geo?: GeoCountry;
 }
 
-/** True when every string (keys included) in a parsed JSON value is well-formed UTF-16. */
-function wellFormed(value: unknown): boolean {
-  // Iterative: a body may nest tens of thousands of levels deep.
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (typeof v === 'string') {
-      if (!v.isWellFormed()) return false;
-    } else if (typeof v === 'object' && v !== null) {
-      for (const [k, x] of Object.entries(v)) {
-        if (!k.isWellFormed()) return false;
-        stack.push(x);
-      }
-    }
-  }
-  return true;
-}
+/**
+ * Every problem of a body at once (a form is fixed in one go, not one field a save), and the
+ * failing schema with each, so a pattern says what it means rather than quoting itself.
+ */
+const AJV_OPTIONS = {
+  removeAdditional: false,
+  coerceTypes: false,
+  useDefaults: true,
+  allErrors: true,
+  verbose: true,
+} as const;
+
+/**
+ * fastify's own formatter joined every problem into the error's message, which the `api error`
+ * record logs: with every problem reported, a 1 MB body of bad items made a 27 MB record. At most
+ * {@link MAX_SCHEMA_PROBLEMS} are kept.
+ */
+const schemaErrorFormatter: FastifyServerOptions['schemaErrorFormatter'] = (errors, dataVar) => {
+  const shown = errors.slice(0, MAX_SCHEMA_PROBLEMS);
+  const more = errors.length - shown.length;
+  const text = shown.map((e) => `${dataVar}${e.instancePath} ${e.message ?? 'invalid'}`).join(', ');
+  const err = new Error(more > 0 ? `${text} (and ${more} more)` : text) as Error & { validation: unknown };
+  err.validation = shown;
+  return err;
+};
 
 const frontDoors = new WeakMap<FastifyInstance, FrontDoor>();
 
@@ -117,7 +126,8 @@ export function addFastRoute(app: FastifyInstance, route: FastRoute): void {
 
 /**
  * The fastify instance with everything every route shares: tracing headers on every response,
- * per-route recorders, the JSON body rules, and the single error path. Routes are added by the
+ * per-route recorders and the 404/405 table (route-table.ts), the JSON body rules (json-body.ts),
+ * and the single error path. Routes are added by the
  * capabilities (ACP, routing, health) before `listen`.
  */
 export function createServer(deps: ServerDeps): FastifyInstance {
@@ -150,29 +160,8 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     // Requests that arrive while draining are still answered normally, with our headers.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
-    ajv: {
-      // Every problem of a body at once (a form is fixed in one go, not one field a save), and the
-      // failing schema with each, so a pattern says what it means rather than quoting itself.
-      customOptions: {
-        removeAdditional: false,
-        coerceTypes: false,
-        useDefaults: true,
-        allErrors: true,
-        verbose: true,
-      },
-    },
-    // fastify's own formatter joined every problem into the error's message, which the `api error`
-    // record logs: with every problem reported, a 1 MB body of bad items made a 27 MB record.
-    schemaErrorFormatter: (errors, dataVar) => {
-      const shown = errors.slice(0, MAX_SCHEMA_PROBLEMS);
-      const more = errors.length - shown.length;
-      const text = shown.map((e) => `${dataVar}${e.instancePath} ${e.message ?? 'invalid'}`).join(', ');
-      const err = new Error(more > 0 ? `${text} (and ${more} more)` : text) as Error & {
-        validation: unknown;
-      };
-      err.validation = shown;
-      return err;
-    },
+    ajv: { customOptions: AJV_OPTIONS },
+    schemaErrorFormatter,
     // The router's refusals (a malformed %-escape, an over-long parameter): no route and none of
     // its hooks run, so the answer is counted here, under the unmatched key. fastify's message
     // quotes the raw URL, query string and all, which can carry a postback key or a token: the
@@ -232,77 +221,7 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     else done(null, payload);
   });
 
-  // Each route gets its own recorder bound into its own onResponse hook: no lookup per request.
-  // The methods of each path are kept too, so that another method on a known path is a 405.
-  const staticRoutes = new Map<string, Set<string>>();
-  const paramRoutes: { path: string; pattern: RegExp; methods: Set<string> }[] = [];
-  app.addHook('onRoute', (route) => {
-    const path = route.url ?? route.path;
-    if (!path.includes(':') && !path.includes('*')) {
-      const methods = staticRoutes.get(path) ?? new Set<string>();
-      for (const m of [route.method].flat()) methods.add(m);
-      staticRoutes.set(path, methods);
-    } else {
-      let known = paramRoutes.find((r) => r.path === path);
-      if (known === undefined) {
-        known = { path, pattern: routePattern(path), methods: new Set() };
-        paramRoutes.push(known);
-      }
-      for (const m of [route.method].flat()) known.methods.add(m);
-    }
-    if (deps.instrument === false) return;
-    const recorder = telemetry.controllers.get(path);
-    const record: onResponseHookHandler = (_request, reply, done) => {
-      recorder.record(reply.elapsedTime, outcomeOf(reply.statusCode));
-      done();
-    };
-    const existing = route.onResponse;
-    route.onResponse = existing === undefined ? [record] : [...[existing].flat(), record];
-  });
-
-  const pathOf = (url: string) => {
-    const q = url.indexOf('?');
-    return q === -1 ? url : url.slice(0, q);
-  };
-  /** The route a path belongs to whatever the method, and that route's methods; undefined when none. */
-  const routeOf = (path: string): { path: string; methods: Set<string> } | undefined => {
-    const methods = staticRoutes.get(path);
-    if (methods !== undefined) return { path, methods };
-    return paramRoutes.find((r) => r.pattern.test(path));
-  };
-  // In a scope of its own, so that its onResponse hook is the 404 context's only: an unmatched
-  // request is counted however it was answered (the handler below, a body refused by the JSON
-  // parser, or a body refused by Node's HTTP parser), not only when the handler runs.
-  app.register((scope, _opts, ready) => {
-    scope.addHook('onResponse', (request, reply, done) => {
-      const route = routeOf(pathOf(request.url));
-      // Wrong method on a known path is recorded under that path; everything else shares one key.
-      const recorder = route !== undefined ? telemetry.controllers.get(route.path) : unmatched;
-      recorder.record(reply.elapsedTime, outcomeOf(reply.statusCode));
-      done();
-    });
-    scope.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
-      const methods = routeOf(pathOf(request.url))?.methods;
-      if (methods) {
-        const allow = [...methods].sort().join(', ');
-        return sendApiError(
-          request,
-          reply,
-          new ApiError('request.method_not_allowed', `Method not allowed here; allowed: ${allow}.`, {
-            headers: { allow },
-          }),
-          serverId,
-        );
-      }
-      return sendApiError(
-        request,
-        reply,
-        new ApiError('resource.not_found', 'No route matches this method and path.'),
-        serverId,
-      );
-    });
-    ready();
-  });
+  registerRouteTable(app, { telemetry, unmatched, serverId, instrument: deps.instrument !== false });
 
   app.setErrorHandler((err, request, reply) => {
     // The client went away in the middle of its body (or the node cut it at its stop deadline):
@@ -316,101 +235,11 @@ export function createServer(deps: ServerDeps): FastifyInstance {
     return sendApiError(request, reply, err, serverId);
   });
 
-  // JSON bodies: an empty body counts as {} (§4); prototype-poisoning keys are refused.
-  // Every other media type is refused with 415 (fastify would otherwise accept text/plain).
-  // Bodies must be valid UTF-8: a lossy decode would quietly turn bad bytes into U+FFFD and store them.
-  const strictJson = app.getDefaultJsonParser('error', 'error');
-  // fastify's parser answers a poisoning key as "not valid JSON"; valid JSON refused for a key is
-  // told as such (found by parsing again, on the refusal path only).
-  const parseJson: typeof strictJson = (request, body, done) =>
-    strictJson(request, body, (err, value) => {
-      if (err === null || err === undefined) return done(err, value);
-      try {
-        JSON.parse(body as string);
-      } catch {
-        return done(err, undefined);
-      }
-      done(
-        new ApiError(
-          'validation.invalid_input',
-          'The request body has a key that is never accepted (__proto__, or constructor with prototype).',
-          { cause: err },
-        ),
-        undefined,
-      );
-    });
-  const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, raw, done) => {
-    let body: string;
-    try {
-      body = utf8.decode(raw as Buffer);
-    } catch (err) {
-      done(
-        new ApiError('validation.invalid_input', 'The request body is not valid UTF-8.', { cause: err }),
-        undefined,
-      );
-      return;
-    }
-    if (body.trim() === '') done(null, {});
-    else if (!/\\u[dD][89a-fA-F]/.test(body)) parseJson(request, body, done);
-    else {
-      // A \uD800-style escape can still make a lone surrogate, which would be stored as U+FFFD.
-      parseJson(request, body, (err, value) => {
-        if (err || wellFormed(value)) done(err, value);
-        else
-          done(
-            new ApiError(
-              'validation.invalid_input',
-              'The request body holds a lone surrogate (\\uD800–\\uDFFF).',
-            ),
-            undefined,
-          );
-      });
-    }
-  });
-
-  // An empty body counts as {} whatever type it names (§4: `fetch(url, {method: 'POST', body: ''})`
-  // says text/plain); any other media type with a body is refused before the body is read.
-  app.addContentTypeParser('*', (request, payload, done) => {
-    // No route: the 404/405 answer does not depend on the body (left unread, as before).
-    const length = request.headers['content-length'];
-    if (request.is404) done(null, undefined);
-    else if (length !== undefined)
-      done(Number(length) === 0 ? null : new ApiError('request.unsupported_media_type'), {});
-    else {
-      // Chunked: empty when it ends before its first byte; refused at its first byte otherwise
-      // (or when the client goes away first).
-      const settle = (err: ApiError | null) => {
-        payload.off('data', refuse);
-        payload.off('error', refuse);
-        payload.off('end', empty);
-        payload.pause();
-        done(err, err ? undefined : {});
-      };
-      const refuse = () => settle(new ApiError('request.unsupported_media_type'));
-      const empty = () => settle(null);
-      payload.on('data', refuse);
-      payload.on('error', refuse);
-      payload.on('end', empty);
-    }
-  });
-
+  registerJsonBody(app);
   return app;
 }
 
 /** `text` with every query string in it (from `?` to the next quote or space) cut to `?…`. */
 function withoutQueries(text: string): string {
   return text.replace(/\?[^'"\s]*/g, '?…');
-}
-
-/** A route path with parameters (`/go/:slug`, `/acp/assets/*`) as a pattern a request path matches. */
-function routePattern(path: string): RegExp {
-  const source = path
-    .split('/')
-    .map((part) =>
-      part === '*' ? '.*' : part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
-    )
-    .join('/');
-  return new RegExp(`^${source}$`);
 }
