@@ -1,3 +1,4 @@
+import { type Config, ownTimerMs } from '../config/index.ts';
 import { describeCause, hasCode } from '../errors/index.ts';
 import {
   CLICK_BATCH_MAX_ROWS,
@@ -119,6 +120,21 @@ export class ClickLog {
   /** The batch being sent now (its counts being built, or its write under way). */
   #sending: Pending | undefined;
   readonly #uniqueness: ClickLogOptions['uniqueness'];
+
+  /**
+   * The log as `clicks` asks; its own timer off when an enabled `clicks.flush` task writes it
+   * (docs/cron.md).
+   */
+  static fromConfig(
+    config: Config,
+    deps: Omit<ClickLogOptions, 'bufferMax' | 'flushIntervalMs' | 'batchMaxRows'>,
+  ): ClickLog {
+    return new ClickLog({
+      ...deps,
+      bufferMax: config.clicks.buffer_max,
+      flushIntervalMs: ownTimerMs(config.cron.tasks, 'clicks.flush', config.clicks.flush_interval_ms),
+    });
+  }
 
   constructor(opts: ClickLogOptions) {
     this.#store = opts.store;

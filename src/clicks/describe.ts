@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Config } from '../config/index.ts';
 import type { DeviceType } from '../storage/index.ts';
 import type { Clock } from '../time/index.ts';
 import { ClickIdGenerator } from './click-id.ts';
@@ -77,6 +78,24 @@ export class ClickDescriber {
   readonly ids: ClickIdGenerator;
   readonly userAgents: UserAgentClassifier;
   readonly uniqueness: UniquenessWindow;
+
+  /**
+   * The describer as `routing` asks, sharing its first sightings: a node writes them to its
+   * database, so nodes that share PostgreSQL agree on uniques through them, and a node (SQLite's
+   * single one too) that restarts still knows who clicked (docs/clicks.md#uniqueness).
+   */
+  static fromConfig(
+    config: Config,
+    deps: Pick<ClickDescriberOptions, 'clock' | 'visitorSecret'>,
+  ): ClickDescriber {
+    return new ClickDescriber({
+      ...deps,
+      userAgentCacheMax: config.routing.user_agent_cache_max,
+      uniquenessTtlHours: config.routing.uniqueness_ttl_hours,
+      uniquenessMaxEntries: config.routing.uniqueness_max_entries,
+      shareUniqueness: true,
+    });
+  }
 
   constructor(options: ClickDescriberOptions) {
     this.ids = new ClickIdGenerator(options.clock);

@@ -1,3 +1,4 @@
+import type { Config } from '../config/index.ts';
 import type { Sighting, SightingStore } from '../storage/index.ts';
 import type { Logger } from '../telemetry/index.ts';
 import type { Clock } from '../time/index.ts';
@@ -79,6 +80,19 @@ export class UniquenessExchange {
     failed_rounds: 0,
     last_error: null,
   };
+
+  /** The exchange as `clicks` and `routing` ask: a round every half `clicks.flush_interval_ms`. */
+  static fromConfig(
+    config: Config,
+    deps: Pick<UniquenessExchangeOptions, 'window' | 'store' | 'serverId' | 'clock' | 'logger'>,
+  ): UniquenessExchange {
+    return new UniquenessExchange({
+      ...deps,
+      flushIntervalMs: config.clicks.flush_interval_ms,
+      ttlHours: config.routing.uniqueness_ttl_hours,
+      maxEntries: config.routing.uniqueness_max_entries,
+    });
+  }
 
   constructor(opts: UniquenessExchangeOptions) {
     this.#o = opts;

@@ -1,5 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Config } from '../config/index.ts';
 import { ApiError } from '../errors/index.ts';
 import type { Storage } from '../storage/index.ts';
 import type { Logger, PostbacksSection } from '../telemetry/index.ts';
@@ -98,6 +99,21 @@ export class PostbackKeys {
   #next: Promise<void> | undefined;
   /** Bumped by every change of what is held: a read that began before one must not undo it. */
   #generation = 0;
+
+  /** The keys as `postback` asks (docs/clicks.md, postbacks). */
+  static fromConfig(
+    config: Config,
+    deps: Pick<PostbackKeysOptions, 'store' | 'clock' | 'logger'>,
+  ): PostbackKeys {
+    const p = config.postback;
+    return new PostbackKeys({
+      ...deps,
+      requireKey: p.require_key,
+      configuredSha256: p.key_sha256,
+      previousConfiguredSha256: p.previous_key_sha256,
+      graceHours: p.key_grace_hours,
+    });
+  }
 
   constructor(o: PostbackKeysOptions) {
     this.#o = o;

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, type Dispatcher } from 'undici';
-import type { Redactor } from '../config/index.ts';
+import type { Config, Redactor } from '../config/index.ts';
 import { currentContext, type Logger, type Telemetry, type WorkContext } from '../telemetry/index.ts';
 import type { Clock } from '../time/index.ts';
 import { type FailedCall, RecentFailures, truncate } from './capture.ts';
@@ -88,6 +88,25 @@ export class HttpClient {
   readonly #random: () => number;
   readonly failures: RecentFailures;
   readonly #targets = new Map<string, Target>();
+
+  /** The client as `http_client` asks (docs/http-client.md). */
+  static fromConfig(
+    config: Config,
+    deps: Pick<HttpClientOptions, 'telemetry' | 'logger' | 'clock' | 'redactor'>,
+  ): HttpClient {
+    const hc = config.http_client;
+    return new HttpClient({
+      ...deps,
+      timeoutMs: hc.timeout_ms,
+      totalTimeoutMs: hc.total_timeout_ms,
+      retries: hc.retries,
+      backoffMs: hc.backoff_ms,
+      maxBackoffMs: hc.max_backoff_ms,
+      captureBodyBytes: hc.capture_body_bytes,
+      recentFailures: hc.recent_failures,
+      propagateRequestId: hc.propagate_request_id,
+    });
+  }
 
   constructor(opts: HttpClientOptions) {
     this.#o = opts;

@@ -1,3 +1,4 @@
+import type { Config } from '../config/index.ts';
 import { ApiError } from '../errors/index.ts';
 import {
   type Aggregates,
@@ -103,6 +104,18 @@ export class RoutingService {
   readonly #noDefault = new Set<string>();
   /** Per flow, the last write to its streams that checks the flow's limits ({@link #flowWrite}). */
   readonly #flowWrites = new Map<string, Promise<void>>();
+
+  /** The service as `cache` asks. */
+  static fromConfig(
+    config: Config,
+    deps: Pick<RoutingOptions, 'storage' | 'logger' | 'ledger'>,
+  ): RoutingService {
+    return new RoutingService({
+      ...deps,
+      cacheMaxEntries: config.cache.max_entries,
+      cacheTtlMs: config.cache.ttl_ms,
+    });
+  }
 
   constructor(opts: RoutingOptions) {
     this.#storage = opts.storage;

@@ -54,6 +54,11 @@ export function fenceClause(fence: Fence | undefined): { sql: string; params: un
   };
 }
 
+/** How long leader-task runs stay in the run journal: a week. */
+export const JOURNAL_KEEP_MS = 7 * 86_400_000;
+/** The journal is trimmed after every this many finished runs. */
+export const PRUNE_EVERY_RUNS = 100;
+
 /**
  * Cluster state in the shared database: the leader lease (PostgreSQL only, on the database's own
  * clock, so nodes' clocks do not matter), the node registry, and the journal of leader-task runs.
@@ -63,6 +68,8 @@ export function fenceClause(fence: Fence | undefined): { sql: string; params: un
 export class ClusterStore {
   readonly #x: SqlExecutor;
   readonly #clock: Clock;
+  /** Runs finished through this store, for the journal's trim. */
+  #finished = 0;
 
   constructor(x: SqlExecutor, clock: Clock) {
     this.#x = x;
@@ -198,7 +205,11 @@ export class ClusterStore {
     return n === 1;
   }
 
-  /** Journals the end of a run, fenced like its start: false when leadership was lost meanwhile. */
+  /**
+   * Journals the end of a run, fenced like its start: false when leadership was lost meanwhile.
+   * Every {@link PRUNE_EVERY_RUNS}th run then trims the journal to {@link JOURNAL_KEEP_MS} (a failed
+   * trim waits for the next one).
+   */
   async finishRun(runId: string, error: string | null, fence: Fence | undefined): Promise<boolean> {
     const now = this.#now();
     const f = fenceClause(fence);
@@ -206,10 +217,11 @@ export class ClusterStore {
       `UPDATE task_runs SET finished_at = ${now.sql}, error = ? WHERE run_id = ?${f.sql}`,
       [...now.params, storableText(error), runId, ...f.params],
     );
+    if (++this.#finished % PRUNE_EVERY_RUNS === 0) await this.prune(JOURNAL_KEEP_MS).catch(() => {});
     return n === 1;
   }
 
-  /** Drops journal rows older than `keepMs` (the leader does it after its runs). */
+  /** Drops journal rows older than `keepMs` (every {@link PRUNE_EVERY_RUNS}th finished run does it). */
   async prune(keepMs: number): Promise<void> {
     await this.#x.run('DELETE FROM task_runs WHERE started_at < ?', [
       new Date(this.#clock.now() - keepMs).toISOString(),

@@ -1,6 +1,6 @@
 import type { ClickLog } from '../clicks/index.ts';
-import type { CronTaskConfig } from '../config/index.ts';
-import type { TaskContext } from '../cron/index.ts';
+import type { Config, CronTaskConfig } from '../config/index.ts';
+import { Schedule, type Scheduler, type TaskContext } from '../cron/index.ts';
 import type { HttpClient } from '../http-client/index.ts';
 import type { RoutingLedger, RoutingService } from '../routing/index.ts';
 import type { Storage } from '../storage/index.ts';
@@ -62,5 +62,33 @@ export function taskRunner(
         clock: deps.clock,
         retentionDays: deps.reportRetentionDays,
       });
+  }
+}
+
+/**
+ * Adds every configured task (`cron.tasks`) to the scheduler, each run by its kind with only what
+ * that kind drives (docs/cron.md).
+ */
+export function scheduleTasks(
+  scheduler: Pick<Scheduler, 'add'>,
+  config: Config,
+  deps: Omit<KindDeps, 'clickRetentionDays' | 'reportRetentionDays'>,
+): void {
+  const kindDeps: KindDeps = {
+    ...deps,
+    clickRetentionDays: config.clicks.retention_days,
+    reportRetentionDays: config.reports.retention_days,
+  };
+  for (const [name, task] of Object.entries(config.cron.tasks)) {
+    scheduler.add({
+      name,
+      kind: task.kind,
+      schedule: new Schedule(task.schedule),
+      // The loader gave every task its kind's scope; a probe must have said its own.
+      scope: task.execution_scope!,
+      enabled: task.enabled,
+      timeoutMs: task.timeout_ms,
+      run: taskRunner(name, task, kindDeps),
+    });
   }
 }

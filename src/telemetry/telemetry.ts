@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Registry } from 'prom-client';
+import type { Config } from '../config/index.ts';
 import type { Clock } from '../time/index.ts';
 import { CONTENT_TYPES, type ExpositionFormat, ExpositionWriter } from './exposition.ts';
 import { type HostSection, HostStats } from './host-stats.ts';
@@ -88,6 +89,32 @@ export class Telemetry {
   readonly #process: Record<ExpositionFormat, Registry> | undefined;
   readonly #windows: RecentWindow[];
   #windowTimer: NodeJS.Timeout | undefined;
+
+  /** Telemetry as `observability.metrics` asks, for this node and its election. */
+  static fromConfig(
+    config: Config,
+    deps: {
+      clock: Clock;
+      serverId: string;
+      build: { version: string | undefined; commit: string };
+      election: { isLeader(): boolean; leaderId(): string | undefined };
+    },
+  ): Telemetry {
+    const m = config.observability.metrics;
+    return new Telemetry({
+      clock: deps.clock,
+      serverId: deps.serverId,
+      version: deps.build.version,
+      commit: deps.build.commit,
+      prefix: m.prefix,
+      controllerBucketsMs: m.controller_buckets_ms,
+      httpBucketsMs: m.http_buckets_ms,
+      taskBucketsMs: m.task_buckets_ms,
+      isLeader: () => deps.election.isLeader(),
+      leaderId: () => deps.election.leaderId(),
+      processMetrics: m.prometheus_enabled,
+    });
+  }
 
   constructor(opts: TelemetryOptions) {
     this.clock = opts.clock;
