@@ -10,8 +10,8 @@ import { visitorKeyOf } from './visitor-key.ts';
 
 /**
  * What a click is, before routing decides where it goes: the request's share of the click record
- * of §11 (the routing fields — flow, stream, outcome, country, cost — are the caller's), and what
- * stream rules (§13) and macros (§14) read. One flat object of one shape, so the hot path and the
+ * of docs/clicks.md#describing-a-click (the routing fields — flow, stream, outcome, country, cost — are the caller's), and what
+ * stream rules (docs/routing.md#rules) and macros (docs/routing.md#macros) read. One flat object of one shape, so the hot path and the
  * click log stay monomorphic.
  */
 export interface ClickFacts {
@@ -31,7 +31,7 @@ export interface ClickFacts {
   sub8: string | null;
   sub9: string | null;
   sub10: string | null;
-  /** Client address as kept: IPv4 /24, IPv6 /48 (§11); null when unknown. */
+  /** Client address as kept: IPv4 /24, IPv6 /48 (docs/clicks.md#storage); null when unknown. */
   ip_prefix: string | null;
   /** False for bots: uniques count people (bots never open a window). */
   is_unique: boolean;
@@ -114,7 +114,7 @@ export class ClickDescriber {
    * @param headers the request headers (`user-agent`, `accept-language`, `referer`)
    * @param clientAddress the client's address as the server believes it (after trusted proxies)
    * @param query the parsed query string (`sub1`…`sub10`)
-   * @param record false to look without opening a uniqueness window (the simulator, §16)
+   * @param record false to look without opening a uniqueness window (the simulator, docs/routing.md#simulator)
    * @param person true to describe a person whose browser is not known, whatever the user agent
    *   says (the simulator asked without one): not a bot, and looked up for uniqueness
    */

@@ -47,7 +47,7 @@ export interface UniquenessExchangeStats {
 }
 
 /**
- * Makes nodes sharing PostgreSQL agree on uniques (§11). Each node decides at once and alone on the
+ * Makes nodes sharing PostgreSQL agree on uniques (docs/clicks.md#across-nodes). Each node decides at once and alone on the
  * hot path ({@link UniquenessWindow.check}); this class, off the hot path, writes the windows the
  * node opened ({@link UniquenessWindow.takeNew}) to `click_sightings` and feeds the other nodes'
  * to {@link UniquenessWindow.learn}. A starting node first loads the windows still open, so a

@@ -48,9 +48,9 @@ export const NODE_ID_PATTERN = '^[A-Za-z0-9._:-]{1,128}$';
 export const TASK_NAME_PATTERN = '^[A-Za-z0-9._-]{1,64}$';
 
 export const ROLES = ['viewer', 'operator', 'admin'] as const;
-/** The parameters of a postback (§12) that `postback.aliases` may give other names. */
+/** The parameters of a postback (docs/clicks.md#postbacks) that `postback.aliases` may give other names. */
 export const POSTBACK_PARAMS = ['click_id', 'status', 'payout', 'currency', 'txid', 'key'] as const;
-/** §12's conversion statuses, which `postback.statuses` maps a network's values to. */
+/** The conversion statuses (docs/clicks.md#postbacks), which `postback.statuses` maps a network's values to. */
 export const POSTBACK_STATUSES = ['lead', 'sale', 'rejected'] as const;
 /** A parameter name or status value a network sends. */
 const POSTBACK_NAME = '^[A-Za-z0-9_.-]{1,64}$';
@@ -172,8 +172,8 @@ export const ConfigSchema = Type.Object(
         // a network still on the old key would otherwise fail (and be locked out) after the restart.
         previous_key_sha256: Type.Optional(Sha256Hex({ secret: true })),
         // Networks name things their own way (Keitaro's `subid`, a `status=approved`): other
-        // parameter names read as §12's, and other status values read as lead, sale or rejected.
-        // None by default: §12's names and values only.
+        // parameter names read as Sluice's own (docs/clicks.md#a-networks-own-words), and other status values read as lead, sale or rejected.
+        // None by default: Sluice's own names and values only.
         aliases: Type.Record(
           Type.String({ pattern: POSTBACK_NAME }),
           Type.Union(POSTBACK_PARAMS.map((p) => Type.Literal(p))),
@@ -189,7 +189,7 @@ export const ConfigSchema = Type.Object(
     ),
     reports: Type.Object(
       {
-        // The hourly rollups reports read (§15) are kept this long: longer than raw clicks
+        // The hourly rollups reports read (docs/reports.md) are kept this long: longer than raw clicks
         // (clicks.retention_days), so a year's report by day and country still answers.
         retention_days: Type.Integer({ minimum: 1, maximum: 3650, default: 400 }),
         // The database's time for one report (docs/reports.md#bounds): past it the report is
@@ -207,7 +207,7 @@ export const ConfigSchema = Type.Object(
         retention_days: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
         // About 290 bytes of heap a click (docs/clicks.md): 200,000 clicks are ~60 MB at most.
         buffer_max: Type.Integer({ minimum: 1000, maximum: 10_000_000, default: 200_000 }),
-        // The visitor key's secret (§11, src/clicks/visitor-secret.ts), the same on every node;
+        // The visitor key's secret (docs/clicks.md#visitor-key, src/clicks/visitor-secret.ts), the same on every node;
         // absent: one made once and kept in the database.
         visitor_key_secret: Type.Optional(Type.String({ minLength: 16, maxLength: 1024, secret: true })),
       },
@@ -215,17 +215,17 @@ export const ConfigSchema = Type.Object(
     ),
     routing: Type.Object(
       {
-        // What makes a click unique (§11); the structure behind it is src/clicks/uniqueness.ts.
+        // What makes a click unique (docs/clicks.md#uniqueness); the structure behind it is src/clicks/uniqueness.ts.
         uniqueness_ttl_hours: Type.Integer({ minimum: 1, maximum: 720, default: 24 }),
         // ~60–80 bytes a (flow, visitor) pair held (docs/clicks.md): 1,000,000 ≈ 60–80 MB when full.
         uniqueness_max_entries: Type.Integer({ minimum: 1000, maximum: 100_000_000, default: 1_000_000 }),
         user_agent_cache_max: Type.Integer({ minimum: 100, maximum: 1_000_000, default: 10_000 }),
-        // Country without a proxy (§13): the database an npm package ships, or none. The trusted
+        // Country without a proxy (docs/routing.md#country): the database an npm package ships, or none. The trusted
         // proxy's header (app.server.country_header) always wins.
         geoip: Type.Union([Type.Literal('builtin'), Type.Literal('off')], { default: 'builtin' }),
         // Another MaxMind-format country database to use instead of the built-in one (optional).
         geoip_path: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
-        // Where a visitor goes when no stream takes the click or the slug is unknown (§13): a 302
+        // Where a visitor goes when no stream takes the click or the slug is unknown (docs/routing.md#fallback-url): a 302
         // there instead of a 404. Absolute http(s) URL; absent: 404 as before.
         fallback_url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, pattern: '^https?://' })),
       },
@@ -363,7 +363,7 @@ export const DEFAULT_TASKS = {
   reports_retention: { kind: 'reports.retention', schedule: '0 23 3 * * *', timeout_ms: 600_000 },
 } as const satisfies Record<string, Partial<Static<typeof CronTaskSchema>>>;
 /**
- * What an `http.probe` task that does not say calls with (§10). Filled in by the loader, so the
+ * What an `http.probe` task that does not say calls with (docs/cron.md#tasks). Filled in by the loader, so the
  * configuration view shows them as it shows `enabled` and `timeout_ms`; other kinds take none.
  */
 export const PROBE_DEFAULTS = {
@@ -375,7 +375,7 @@ export const PROBE_DEFAULTS = {
 export type Role = (typeof ROLES)[number];
 export type CronTaskConfig = Static<typeof CronTaskSchema>;
 /**
- * The `execution_scope` of a task that does not say, by kind (§10); `http.probe` has none: its
+ * The `execution_scope` of a task that does not say, by kind (docs/cron.md#tasks); `http.probe` has none: its
  * configuration must say. Filled in by the loader, so the configuration view shows it.
  */
 export const KIND_SCOPES: Record<CronTaskConfig['kind'], CronTaskConfig['execution_scope']> = {

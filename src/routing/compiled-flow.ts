@@ -13,7 +13,7 @@ import {
 import { MACROS, type Macro, normaliseTargetUrl, PARAM_MACRO } from './validation.ts';
 
 /**
- * What a target URL's macros are filled from (§14): the click's facts, and what the request and
+ * What a target URL's macros are filled from (docs/routing.md#macros): the click's facts, and what the request and
  * the flow say. Built only for a target that has macros.
  */
 export interface MacroValues {
@@ -33,17 +33,17 @@ export interface RoutableStream {
   type: StreamRecord['type'];
   weight: number;
   redirectCode: number;
-  /** `http`, or a 200 page that moves on (§13). */
+  /** `http`, or a 200 page that moves on (docs/routing.md#redirect-modes). */
   mode: RedirectMode;
-  /** Its targeting rules (§13), compiled; undefined when it has none. */
+  /** Its targeting rules (docs/routing.md#rules), compiled; undefined when it has none. */
   rules: CompiledRules | undefined;
   /** Its rules accept a bot (`is_bot: true`): a `bot_action: stream` flow sends bots only here. */
   acceptsBots: boolean;
-  /** Its daily cap (§13), shared across recompiles; undefined when it has none. */
+  /** Its daily cap (docs/routing.md#daily-caps), shared across recompiles; undefined when it has none. */
   cap: StreamCap | undefined;
   include: ReadonlySet<string> | undefined;
   exclude: ReadonlySet<string> | undefined;
-  /** The target URL in its normalised form (§14): plain visible ASCII, always a valid header value. */
+  /** The target URL in its normalised form (docs/routing.md#target-urls): plain visible ASCII, always a valid header value. */
   target: string;
   /**
    * Where its macros are: [start, end, macro number] per macro, in order; empty when it has none.
@@ -62,10 +62,10 @@ export interface CompiledFlow {
   slug: string;
   active: boolean;
   rotation: 'position' | 'weight';
-  /** Append the incoming query string to the target's (§14). */
+  /** Append the incoming query string to the target's (docs/routing.md#forward_query). */
   forwardQuery: boolean;
   botAction: BotAction;
-  /** Cost of each non-bot click (§13). */
+  /** Cost of each non-bot click (docs/routing.md#flows-and-streams). */
   cost: number;
   /** The zone its `weekday` and `hour` rules and its daily caps go by (UTC for one ICU does not know). */
   timezone: string;
@@ -217,11 +217,11 @@ export async function compileFlowSliced(
   return compileFlow(flow, streams, capOf, rules);
 }
 
-/** Why a stream does not take a click, for the simulator's trace (§16); undefined: it does. */
+/** Why a stream does not take a click, for the simulator's trace (docs/routing.md#simulator); undefined: it does. */
 export type Refusal = 'country_not_included' | 'country_excluded' | 'rules' | 'not_for_bots' | 'daily_cap';
 
 /**
- * Whether a stream's filters let the click through (§8, §13): an unknown country passes no include
+ * Whether a stream's filters let the click through (docs/routing.md#rules): an unknown country passes no include
  * list and every exclude list; then its rules. With `botsOnly` (`bot_action: stream`), only streams
  * whose rules accept bots are candidates. The one predicate the decision and the simulator share.
  */
@@ -258,7 +258,7 @@ function firstPassing(
 let passed = new Uint8Array(64);
 
 /**
- * The routing decision (§8, §13): forced streams in position order, then regular ones (first by
+ * The routing decision (docs/routing.md#the-decision): forced streams in position order, then regular ones (first by
  * position, or weighted random among those whose filters pass), then the default stream. With
  * `botsOnly` (a bot on a `bot_action: stream` flow) only streams whose rules accept bots count.
  * `random` returns [0, 1); it is injected so tests can seed it.
@@ -369,9 +369,9 @@ function macroValue(stream: RoutableStream, k: number, v: MacroValues): string {
 }
 
 /**
- * `location` with the incoming query string appended to its own (flow `forward_query`, §14):
+ * `location` with the incoming query string appended to its own (flow `forward_query`, docs/routing.md#forward_query):
  * after `&` when it has a query, `?` when not, before its fragment. `query` is the raw query
- * string as received (without `?`), in the target's normalised form (§14): what WHATWG's URL
+ * string as received (without `?`), in the target's normalised form (docs/routing.md#target-urls): what WHATWG's URL
  * serialisation encodes in a query is percent-encoded, the rest kept as sent.
  */
 export function withForwardedQuery(location: string, query: string): string {

@@ -109,7 +109,7 @@ function subsOf(f: ClickFacts): (string | null)[] | null {
  * `GET /go/:slug` — the hot path (docs/routing.md, docs/clicks.md). On a cache hit nothing is
  * awaited: describe the click, decide, count in memory, append to the click log's buffer,
  * redirect. Only a cold or expired slug goes to the database; the click log is written by its own
- * timer, never here.
+ * timer (or its `clicks.flush` task), never here.
  *
  * A cache hit, and a 404 decided from the cache (a slug known to have no flow included), is
  * answered by the server's front door (src/http/fast-path.ts) straight from Node's request,

@@ -18,7 +18,7 @@ const GAUGES_NAMED_LIKE_COUNTERS = [
   'nodejs_active_resources_total',
 ];
 
-/** The routes' `recent` window (§17): five minutes in 30-second slots. */
+/** The routes' `recent` window (docs/telemetry.md#recent-windows): five minutes in 30-second slots. */
 const ROUTE_WINDOW = { slotMs: 30_000, slots: 10 };
 /** The tasks' window for `p95_last_hour`: an hour in 6-minute slots. */
 const TASK_WINDOW = { slotMs: 360_000, slots: 10 };
@@ -54,7 +54,7 @@ export interface HttpSection {
   retries: number;
 }
 
-/** The system metrics object (§5): built-in sections and the ones capabilities provide (sections.ts). */
+/** The system metrics object (docs/telemetry.md#system-metrics): built-in sections and the ones capabilities provide (sections.ts). */
 export interface SystemMetrics extends Sections {
   host: HostSection;
   http: HttpSection;
@@ -67,7 +67,7 @@ export type FamilyWriter = (w: ExpositionWriter) => void;
 
 /**
  * The node's telemetry hub: recorders every capability records into, the system metrics object
- * (§5) and the exposition (§6) rendered from the very same counters. Created once in the
+ * (docs/telemetry.md#system-metrics) and the exposition (docs/telemetry.md#exposition-get-metrics) rendered from the very same counters. Created once in the
  * composition root and passed to whoever records — there is no global registry.
  */
 export class Telemetry {

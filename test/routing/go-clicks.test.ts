@@ -231,7 +231,7 @@ for (const backend of BACKENDS) {
       assert.equal(after.paused - before.paused, 1);
       assert.equal(after.bots - before.bots, 1);
       assert.ok(!after.recent.some((r) => r.slug === 'wp-login'));
-      // Each person's request is a no-match of the node (§13: "still counted no_match").
+      // Each person's request is a no-match of the node (docs/routing.md#fallback-url).
       assert.equal(t.node.ledger.counters.totalNoMatch - noMatchBefore, 5);
       assert.deepEqual(
         after.recent.slice(0, 2).map((r) => [r.slug, r.count, r.flow]),

@@ -6,7 +6,7 @@ import { seeded } from '../helpers/random.ts';
 import { USER_AGENTS } from '../helpers/user-agents.ts';
 import { BACKENDS } from '../storage/backends.ts';
 
-/** A browser's user agent: a click without one is a bot (§11), never a hit. */
+/** A browser's user agent: a click without one is a bot (docs/routing.md#bots), never a hit. */
 const PERSON = { 'user-agent': USER_AGENTS.chromeWindows };
 
 for (const backend of BACKENDS) {
