@@ -470,7 +470,10 @@ describe('the one redaction rule (Redactor)', () => {
       ],
       ['routing:\n  fallback_url: "https://nodeuser@landing.test/"\n', 'routing.fallback_url'],
       // Refused by the schema (not http): the value is quoted, its credentials are not.
-      ['cluster:\n  advertise_url: "ftp://nodeuser:pw~9@node-2.test/?token=ADVTOK"\n', 'cluster.advertise_url'],
+      [
+        'cluster:\n  advertise_url: "ftp://nodeuser:pw~9@node-2.test/?token=ADVTOK"\n',
+        'cluster.advertise_url',
+      ],
     ] as const) {
       assert.throws(
         () => load({ 'config.m.yml': yaml }),
