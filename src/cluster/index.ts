@@ -1,4 +1,3 @@
-export { type LeaderElection, LocalElection } from './election.ts';
+export type { LeaderElection } from './election.ts';
 export { electionFromConfig } from './node-election.ts';
-export { NodeHeartbeat } from './node-heartbeat.ts';
 export { PostgresElection } from './postgres-election.ts';

@@ -1,3 +1,3 @@
 export { showFirstSecrets } from './first-secrets.ts';
 export { generateServerId, listen } from './listen.ts';
-export { NodeStop, STOP_SLACK_MS, type StopOutcome, type Unwritten, unwritten } from './stop.ts';
+export { NodeStop, type StopOutcome, type Unwritten, unwritten } from './stop.ts';

@@ -1,8 +1,8 @@
 export { ClickCounters, type Counts } from './click-counters.ts';
 export { buildTarget, compileFlow, decide, type MacroValues } from './compiled-flow.ts';
 export { seedDemo } from './demo.ts';
-export { type GoRouting, redirectPage, registerGoRoute } from './go-route.ts';
-export { type LedgerOptions, RoutingLedger } from './ledger.ts';
+export { registerGoRoute } from './go-route.ts';
+export { RoutingLedger } from './ledger.ts';
 export { FLOW_LIMITS } from './limits.ts';
 export { RoutingCache } from './routing-cache.ts';
 export {
