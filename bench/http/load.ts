@@ -9,7 +9,16 @@
  * medians, and ratios taken pair by pair.
  */
 import { type ChildProcess, fork, spawn, spawnSync } from 'node:child_process';
-import { accessSync, constants, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -56,6 +65,11 @@ export interface ServerStats {
   /** Requests its HTTP server has received so far. */
   requests: number;
   rss: number;
+  /**
+   * A server writing to PostgreSQL: CPU µs its database backends have used so far (those named
+   * after it, read from /proc by the harness); NaN when /proc does not show them (a remote server).
+   */
+  dbCpuUs?: number;
 }
 
 export interface BenchServer {
@@ -164,22 +178,26 @@ export async function startServer(
     execArgv: [...NODE_SERVER_FLAGS, ...(opts.flags ?? [])],
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
-  const ready = await firstMessage<{ port: number; pid: number }>(proc, name);
+  const ready = await firstMessage<{ port: number; pid: number; dbApplicationName?: string }>(proc, name);
   const ask = ipc(proc);
+  const app = ready.dbApplicationName;
   return {
     name,
     origin: `http://127.0.0.1:${ready.port}`,
     pid: ready.pid,
-    stats: () => ask<ServerStats>({ cmd: 'stats' }),
+    stats: async () => {
+      const stats = await ask<ServerStats>({ cmd: 'stats' });
+      return app === undefined ? stats : { ...stats, dbCpuUs: await pgBackendsCpuUs(app) };
+    },
     reads: async () => {
       const m = await ask<{ reads?: { flows: number; streams: number } }>({ cmd: 'reads' });
       if (m.reads === undefined) throw new Error(`${name} does not count storage reads`);
       return m.reads;
     },
     clicks: async () => {
-      const m = await ask<{ clicks?: { stats: ClicksSection }; error?: string }>({ cmd: 'clicks' });
+      const m = await ask<{ clicks?: { stats?: ClicksSection }; error?: string }>({ cmd: 'clicks' });
       if (m.error !== undefined) throw new Error(`${name}: ${m.error}`);
-      if (m.clicks === undefined) throw new Error(`${name} has no click log`);
+      if (m.clicks?.stats === undefined) throw new Error(`${name} has no click log`);
       return m.clicks.stats;
     },
     clickRows: async () => {
@@ -196,6 +214,37 @@ export async function startServer(
       await exited(proc);
     },
   };
+}
+
+/**
+ * CPU µs used so far by the PostgreSQL backends whose `application_name` is `name` (at
+ * `SLUICE_TEST_PG_URL`), read from /proc: the database's share of a server's clicks. Backends only:
+ * the WAL writer and checkpointer, which the clicks also keep busy, serve every client of the
+ * server and are not counted; nor is a backend that ended since the last reading. NaN when /proc
+ * does not show the backends (a database on another machine).
+ */
+export async function pgBackendsCpuUs(name: string): Promise<number> {
+  const { default: pg } = await import('pg');
+  const c = new pg.Client({
+    connectionString: process.env.SLUICE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
+  });
+  await c.connect();
+  try {
+    const r = await c.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [
+      name,
+    ]);
+    let us = 0;
+    for (const { pid } of r.rows) {
+      try {
+        us += procCpuUs(pid);
+      } catch {
+        return Number.NaN;
+      }
+    }
+    return us;
+  } finally {
+    await c.end();
+  }
 }
 
 /** A free loopback port, for servers that cannot be told to take port 0 and say which they got. */
@@ -235,6 +284,43 @@ export function procCpuUs(pid: number): number {
   // The command name (field 2) may hold spaces; the fields after it are counted from its ')'.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) * CLOCK_TICK_US;
+}
+
+/**
+ * A process's CPU µs so far by thread kind, from /proc/<pid>/task: `main` (the event loop),
+ * `v8-helpers` (V8's platform threads: parallel and concurrent GC, background compilation),
+ * `libuv` (the thread pool), each named worker thread by its name (Sluice's `sqlite-writer`, the
+ * reference's `ref-writer`), `other` for the rest (unnamed workers, the inspector's). A thread that
+ * ended is no longer counted, so read a window's before and after with the same threads alive.
+ */
+export function procThreadsCpuUs(pid: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const tid of tasks) {
+    try {
+      const comm = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const us = (Number(fields[11]) + Number(fields[12])) * CLOCK_TICK_US;
+      const kind =
+        Number(tid) === pid
+          ? 'main'
+          : comm === 'V8Worker'
+            ? 'v8-helpers'
+            : comm.startsWith('libuv')
+              ? 'libuv'
+              : /writer|reader/.test(comm)
+                ? comm
+                : 'other';
+      out[kind] = (out[kind] ?? 0) + us;
+    } catch {}
+  }
+  return out;
 }
 
 export function procRss(pid: number): number {
@@ -468,6 +554,10 @@ export interface Measurement {
   cpuUsPerReq: number;
   /** The same for the server's main thread alone (Node servers; NaN otherwise). */
   mainCpuUsPerReq: number;
+  /** The CPU of its PostgreSQL backends over the window per request (NaN when it has none, or unread). */
+  dbCpuUsPerReq: number;
+  /** The server's CPU per request by thread kind ({@link procThreadsCpuUs}), from /proc, clock ticks. */
+  threadsUsPerReq: Record<string, number>;
   rps: number;
   p50Ms: number;
   p99Ms: number;
@@ -479,15 +569,25 @@ export interface Measurement {
 /** One load on one server: its CPU and request count read before and after, from the server itself. */
 export async function measure(server: BenchServer, client: LoadClient, spec: Load): Promise<Measurement> {
   const before = await server.stats();
+  const threadsBefore = procThreadsCpuUs(server.pid);
   const load = await client.run({ ...spec, origin: server.origin });
   const after = await server.stats();
+  const threadsAfter = procThreadsCpuUs(server.pid);
   const serverRequests = after.requests - before.requests;
+  const threadsUsPerReq: Record<string, number> = {};
+  for (const [k, us] of Object.entries(threadsAfter))
+    threadsUsPerReq[k] = (us - (threadsBefore[k] ?? 0)) / Math.max(serverRequests, 1);
   return {
+    threadsUsPerReq,
     cpuUsPerReq: (after.cpuUs - before.cpuUs) / Math.max(serverRequests, 1),
     mainCpuUsPerReq:
       after.mainCpuUs === undefined || before.mainCpuUs === undefined
         ? Number.NaN
         : (after.mainCpuUs - before.mainCpuUs) / Math.max(serverRequests, 1),
+    dbCpuUsPerReq:
+      after.dbCpuUs === undefined || before.dbCpuUs === undefined
+        ? Number.NaN
+        : (after.dbCpuUs - before.dbCpuUs) / Math.max(serverRequests, 1),
     rps: load.answered / load.seconds,
     p50Ms: load.p50Ms,
     p99Ms: load.p99Ms,

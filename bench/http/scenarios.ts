@@ -138,16 +138,28 @@ function target(macros: SluiceScenario['macros'], i: number): string {
   return `https://example.com/lp/${i}?c={country}&f={flow}&s={stream}&r={request_id}`;
 }
 
-/** Seeds the scenario's flows through the node's own storage (the cache starts empty). */
-export async function seedScenario(storage: Storage, scenario: SluiceScenario, from = 0): Promise<void> {
+/** A stream of a seeded flow, as the scenario defines it (what storage and the reference peers get). */
+export interface ScenarioStream {
+  name: string;
+  type: 'forced' | 'regular' | 'default';
+  position: number;
+  weight: number;
+  filters: { countries_include?: string[]; countries_exclude?: string[] };
+  target_url: string;
+}
+
+/**
+ * The scenario's flows, slug and streams each: one definition that both Sluice's storage
+ * ({@link seedScenario}) and the reference programs (bench/http/peers/) are given.
+ */
+export function scenarioFlows(
+  scenario: SluiceScenario,
+  from = 0,
+): { slug: string; streams: ScenarioStream[] }[] {
+  const flows: { slug: string; streams: ScenarioStream[] }[] = [];
   for (let f = from; f < from + scenario.flows; f++) {
-    const flow = await storage.flows.create({
-      slug: slugOf(scenario, f),
-      name: `bench ${f}`,
-      status: 'active',
-      rotation: 'weight',
-    });
     const n = Math.max(2, scenario.streams);
+    const streams: ScenarioStream[] = [];
     for (let i = 0; i < n; i++) {
       const type = i === 0 ? 'forced' : i === n - 1 ? 'default' : 'regular';
       const at = (f + i) % COUNTRIES.length;
@@ -161,15 +173,34 @@ export async function seedScenario(storage: Storage, scenario: SluiceScenario, f
             : i % 2 === 1
               ? { countries_include: pick(4) }
               : { countries_exclude: pick(2) };
-      await storage.streams.create({
-        flow_id: flow.id,
+      streams.push({
         name: `s${i}`,
         type,
         position: i,
         weight: 100 * ((i % 5) + 1),
-        status: 'active',
         filters,
         target_url: target(scenario.macros, i),
+      });
+    }
+    flows.push({ slug: slugOf(scenario, f), streams });
+  }
+  return flows;
+}
+
+/** Seeds the scenario's flows through the node's own storage (the cache starts empty). */
+export async function seedScenario(storage: Storage, scenario: SluiceScenario, from = 0): Promise<void> {
+  for (const [k, { slug, streams }] of scenarioFlows(scenario, from).entries()) {
+    const flow = await storage.flows.create({
+      slug,
+      name: `bench ${from + k}`,
+      status: 'active',
+      rotation: 'weight',
+    });
+    for (const s of streams) {
+      await storage.streams.create({
+        flow_id: flow.id,
+        ...s,
+        status: 'active',
         redirect_code: 302,
       });
     }

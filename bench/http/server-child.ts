@@ -10,7 +10,9 @@
  * HTTP server has received and its RSS; a Sluice variant also answers `reads` with how many times
  * the routing cache read a flow and its streams from storage, and `clicks` with its click log's
  * figures (and with `count`, the clicks its database holds and how many carry a sub1, counted on a
- * connection of its own). Without IPC (the start-up benchmark)
+ * connection of its own; the reference programs answer that count too). A server writing to
+ * PostgreSQL names its connections (`application_name`) and says the name once listening, so that
+ * the harness can read its backends' CPU. Without IPC (the start-up benchmark)
  * it only listens. Each variant imports only what it needs, so a bare peer's start-up and memory
  * carry nothing of Sluice's. Variants:
  *   node-http-302  bare `node:http`: a fixed 302 with a Location header (and `/healthz`)
@@ -19,10 +21,15 @@
  *                  storage as `--scenario` describes (see `SluiceScenario`)
  *   telemetry-on   Sluice's server (createServer) with a fixed 200 route, recording on
  *   telemetry-off  the same with per-route recording off (the tracing headers stay)
+ *   ref-ua         the reference program for `/go` on SQLite (bench/http/peers/ref-ua.ts): the same
+ *                  job as Sluice's `/go` by a plain fastify app, its flows from `--scenario`
+ *   ref-ua-pg      the same writing its clicks to a schema of its own on PostgreSQL
+ *                  (bench/http/peers/ref-ua-pg.ts)
  */
 import type { Server } from 'node:http';
 import { parseArgs } from 'node:util';
 import type { ClicksSection } from '../../src/telemetry/index.ts';
+import type { RefProgram } from './peers/ref-ua.ts';
 import { type SluiceScenario, seedScenario } from './scenarios.ts';
 
 const { positionals, values } = parseArgs({
@@ -36,10 +43,13 @@ const LOCATION = 'https://example.com/';
 
 let server: Server;
 let reads: (() => { flows: number; streams: number }) | undefined;
-/** Sluice only: its click log's figures and the clicks its database holds. */
+/** Sluice: its click log's figures; Sluice and the reference programs: the clicks their database holds. */
 let clicks:
-  | ((count: boolean) => Promise<{ stats: ClicksSection; rows?: { all: number; sub1: number } }>)
+  | ((count: boolean) => Promise<{ stats?: ClicksSection; rows?: { all: number; sub1: number } }>)
   | undefined;
+/** Whose PostgreSQL backends do this server's writing: their `application_name` (see `stats` in load.ts). */
+let dbApplicationName: string | undefined;
+const pgUrl = process.env.SLUICE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 if (variant === 'node-http-302') {
   const { createServer } = await import('node:http');
@@ -71,7 +81,6 @@ if (variant === 'node-http-302') {
   const scenario = JSON.parse(values.scenario ?? '{"flows":0}') as SluiceScenario;
   const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-'));
   process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
-  const pgUrl = process.env.SLUICE_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
   const schema =
     scenario.backend === 'postgres' ? `sluice_bench_${randomBytes(4).toString('hex')}` : undefined;
   process.on('SIGTERM', () => {
@@ -89,7 +98,9 @@ if (variant === 'node-http-302') {
   const storage =
     schema === undefined
       ? `storage:\n  sqlite:\n    path: ${join(dir, 'b.db')}\n`
-      : `storage:\n  driver: postgres\n  postgres:\n    url: ${pgUrl}\n    schema: ${schema}\n`;
+      : // Its connections named after its schema, so the harness finds their backends.
+        `storage:\n  driver: postgres\n  postgres:\n    url: ${pgUrl}${pgUrl.includes('?') ? '&' : '?'}application_name=${schema}\n    schema: ${schema}\n`;
+  dbApplicationName = schema;
   writeFileSync(
     join(dir, 'config.bench.yml'),
     `app:\n  server:\n    host: ${host}\n    port: ${port}\n${storage}` +
@@ -160,6 +171,27 @@ if (variant === 'node-http-302') {
     }
   };
   server = node.app.server;
+} else if (variant === 'ref-ua' || variant === 'ref-ua-pg') {
+  const scenario = JSON.parse(values.scenario ?? '{"flows":0}') as SluiceScenario;
+  let ref: RefProgram;
+  if (variant === 'ref-ua') {
+    const { mkdtempSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { startRefSqlite } = await import('./peers/ref-ua.ts');
+    // In the temp dir, on disk, as the Sluice node's file.
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-bench-ref-'));
+    process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+    ref = await startRefSqlite({ scenario, path: join(dir, 'ref.db'), port, host });
+  } else {
+    const { startRefPostgres } = await import('./peers/ref-ua-pg.ts');
+    const pgRef = await startRefPostgres({ scenario, url: pgUrl, port, host });
+    dbApplicationName = pgRef.applicationName;
+    ref = pgRef;
+  }
+  process.on('SIGTERM', () => void ref.stop().finally(() => process.exit(0)));
+  clicks = async (count) => (count ? { rows: await ref.rows() } : {});
+  server = ref.app.server;
 } else if (variant === 'telemetry-on' || variant === 'telemetry-off') {
   const { pino } = await import('pino');
   const { loadConfig } = await import('../../src/config/index.ts');
@@ -224,5 +256,5 @@ if (process.send !== undefined) {
   });
   // A harness that dies leaves no server behind.
   process.on('disconnect', () => process.exit(0));
-  process.send({ port: (server.address() as { port: number }).port, pid: process.pid });
+  process.send({ port: (server.address() as { port: number }).port, pid: process.pid, dbApplicationName });
 }

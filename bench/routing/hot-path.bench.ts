@@ -1,17 +1,24 @@
 /**
- * `GET /go/:slug` on real Sluice nodes, one per scenario, against fixed-302 peers (bare
- * `node:http`, bare fastify, nginx `return 302` where installed), all measured in the same run.
- * Every server runs in its own process and the load generator in another; the headline is each
- * server's own CPU µs per request, with req/s beside it, medians over interleaved rounds. Bare
- * fastify is the base: every other server's window is paired with a fastify window right next to
- * it, and the ratios are medians of those pairs.
+ * `GET /go/:slug` on real Sluice nodes, one per scenario, against reference programs that do the
+ * same job (bench/http/peers/: fastify, the flows in a map, the country from the trusted header, a
+ * click id made as Sluice's, the user agent classified through an LRU cache, every click written
+ * in batches: `ref-ua` to SQLite from a worker thread, `ref-ua-pg` to PostgreSQL), and against
+ * fixed-302 peers (bare `node:http`, bare fastify, nginx `return 302` where installed), all
+ * measured in the same run. Every server runs in its own process and the load generator in
+ * another; the headline is each server's own CPU µs per request (all its threads), with req/s
+ * beside it, medians over interleaved rounds. Bare fastify is the base: every other server's window
+ * is paired with a fastify window right next to it. The first table is the headline, Sluice ÷ the
+ * reference on each scenario (each over its paired fastify window, then round by round); on
+ * PostgreSQL it adds the database backends' CPU (read from /proc, see `pgBackendsCpuUs` in
+ * bench/http/load.ts). The last table splits each server's CPU by thread (main, the SQLite writer,
+ * V8's helper threads: GC and compilation).
  *
  *   node bench/routing/hot-path.bench.ts [--rounds 5] [--seconds 1] [--warmup 1] [--connections 50]
  *        [--client auto|wrk|autocannon] [--only light,mixed] [--old DIR] [--rate N] [--postgres]
  *
  * `--postgres` also runs each scenario on a node whose storage is PostgreSQL (a schema of its own
- * at `SLUICE_TEST_PG_URL`); its figures are the node's process alone, the database server's CPU
- * is not in them.
+ * at `SLUICE_TEST_PG_URL`), beside `ref-ua-pg`; the server CPU columns are the process alone, the
+ * database backends' CPU is in the headline table's last column and the thread table.
  *
  * `--rate N` offers every server about N requests a second instead of all it can take: CPU per
  * request near one load (wrk waits a fixed think time after each answer, so the rate reached, in
@@ -42,7 +49,7 @@ import {
   startNginx,
   startServer,
 } from '../http/load.ts';
-import { pickScenarios, requestMix } from '../http/scenarios.ts';
+import { pickScenarios, requestMix, type SluiceScenario } from '../http/scenarios.ts';
 
 const { values } = parseArgs({
   options: {
@@ -81,16 +88,34 @@ const nginx = await startNginx('nginx return 302');
 if (typeof nginx === 'string') console.log(`nginx skipped: ${nginx}`);
 // The Sluice nodes start (and seed) side by side; the peers are quick.
 const oldChild = values.old === undefined ? undefined : resolve(values.old, 'bench/http/server-child.ts');
-/** Each scenario on this checkout's Sluice, and on the old one's when asked: [name, what, scenario, child]. */
-const runs = scenarios.flatMap(([name, what, scenario]) => [
-  [`Sluice ${name}`, what, scenario, undefined] as const,
-  ...(oldChild === undefined ? [] : [[`old Sluice ${name}`, what, scenario, oldChild] as const]),
+/**
+ * Each scenario on this checkout's Sluice, on the old one's when asked, and on the reference
+ * program doing the same job (bench/http/peers/: `ref-ua`, or `ref-ua-pg` on PostgreSQL).
+ */
+interface Run {
+  name: string;
+  what: string;
+  scenario: SluiceScenario;
+  variant: 'sluice' | 'ref-ua' | 'ref-ua-pg';
+  child?: string;
+}
+const runs: Run[] = scenarios.flatMap(([name, what, scenario]): Run[] => [
+  { name: `Sluice ${name}`, what, scenario, variant: 'sluice' },
+  ...(oldChild === undefined
+    ? []
+    : [{ name: `old Sluice ${name}`, what, scenario, variant: 'sluice' as const, child: oldChild }]),
+  {
+    name: `reference ${name}`,
+    what: `${what}; the same job in a plain program`,
+    scenario,
+    variant: scenario.backend === 'postgres' ? 'ref-ua-pg' : 'ref-ua',
+  },
 ]);
 const [http, fastify, ...sluice] = await Promise.all([
   startServer('node:http 302', 'node-http-302'),
   startServer('fastify 302', 'fastify-302'),
-  ...runs.map(([name, , scenario, child]) =>
-    startServer(name, 'sluice', child === undefined ? { scenario } : { scenario, child }),
+  ...runs.map(({ name, scenario, variant, child }) =>
+    startServer(name, variant, child === undefined ? { scenario } : { scenario, child }),
   ),
 ]);
 const servers: BenchServer[] = [http!, fastify!, ...(typeof nginx === 'string' ? [] : [nginx]), ...sluice];
@@ -98,7 +123,7 @@ const entries: Entry[] = [
   { server: http!, mix: peerMix },
   { server: fastify!, mix: peerMix },
   ...(typeof nginx === 'string' ? [] : [{ server: nginx, mix: peerMix }]),
-  ...runs.map(([, , scenario], i) => ({ server: sluice[i]!, mix: requestMix(scenario) })),
+  ...runs.map(({ scenario }, i) => ({ server: sluice[i]!, mix: requestMix(scenario) })),
 ];
 
 const base = entries[1]!;
@@ -121,8 +146,40 @@ console.log(`after: ${machine()}`);
 /** A figure, or a dash where it does not apply (nginx has no main thread to read). */
 const orDash = (n: number, digits: number) => (Number.isNaN(n) ? '—' : n.toFixed(digits));
 const mainCpu = (m: Measurement) => m.mainCpuUsPerReq;
-const notFounds = new Set(sluice.filter((_, i) => runs[i]![2].unknown !== undefined));
-const about = new Map<string, string>(runs.map(([name, what]) => [name, what]));
+const notFounds = new Set(sluice.filter((_, i) => runs[i]!.scenario.unknown !== undefined));
+const about = new Map<string, string>(runs.map(({ name, what }) => [name, what]));
+/**
+ * The headline: Sluice ÷ the reference program on the same scenario, each first taken over its
+ * paired bare fastify window, then Sluice's over the reference's round by round (as new ÷ old).
+ */
+const at = (label: string) => entries.find((e) => e.server.name === label)!;
+const norm = (e: Entry, f: (m: Measurement) => number) =>
+  results.of.get(e)!.map((m, i) => f(m) / f(results.baseOf.get(e)![i]!));
+const cpu = (m: Measurement) => m.cpuUsPerReq;
+const withDb = (m: Measurement) => m.cpuUsPerReq + (Number.isNaN(m.dbCpuUsPerReq) ? 0 : m.dbCpuUsPerReq);
+/** Normalised by the fastify window's process CPU alone (a fastify window has no database). */
+const normDb = (e: Entry) =>
+  results.of.get(e)!.map((m, i) => withDb(m) / results.baseOf.get(e)![i]!.cpuUsPerReq);
+const ofRounds = (a: number[], b: number[]) => {
+  const r = a.map((x, i) => x / b[i]!);
+  return `${median(r).toFixed(2)} (${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)})`;
+};
+console.log(
+  '\n| scenario | Sluice CPU-µs/req | reference CPU-µs/req | **Sluice ÷ reference** (process, median of rounds, range) | main thread: Sluice, reference, ÷ | with the database backends: Sluice, reference, ÷ |',
+);
+console.log('|---|---:|---:|---:|---|---|');
+for (const [name] of scenarios) {
+  const [sl, ref] = [at(`Sluice ${name}`), at(`reference ${name}`)];
+  const [a, b] = [results.of.get(sl)!, results.of.get(ref)!];
+  const med = (ms: Measurement[], f: (m: Measurement) => number) => median(ms.map(f));
+  const db = !Number.isNaN(med(a, (m) => m.dbCpuUsPerReq));
+  console.log(
+    `| ${name} | ${med(a, cpu).toFixed(1)} | ${med(b, cpu).toFixed(1)} | **${ofRounds(norm(sl, cpu), norm(ref, cpu))}** | ` +
+      `${med(a, mainCpu).toFixed(1)}, ${med(b, mainCpu).toFixed(1)}, ${ofRounds(norm(sl, mainCpu), norm(ref, mainCpu))} | ` +
+      `${db ? `${med(a, withDb).toFixed(1)}, ${med(b, withDb).toFixed(1)}, ${ofRounds(normDb(sl), normDb(ref))}` : '—'} |`,
+  );
+}
+
 console.log(
   '\n| server | scenario | server CPU-µs/req | bare fastify on the same requests | × bare fastify (CPU) | main thread CPU-µs/req | × bare fastify (main) | req/s | × bare fastify (req/s) | p99 ms | answers not 2xx/3xx |',
 );
@@ -156,16 +213,31 @@ for (const e of entries) {
   }
 }
 
+// Where each Node server's CPU goes, by thread (from /proc, clock ticks: medians of its windows).
+const kinds = [
+  ...new Set(entries.flatMap((e) => results.of.get(e)!.flatMap((m) => Object.keys(m.threadsUsPerReq)))),
+]
+  .filter((k) => k !== 'other')
+  .sort((x, y) => (x === 'main' ? -1 : y === 'main' ? 1 : x.localeCompare(y)));
+console.log(
+  `\n| server | ${kinds.map((k) => `${k} µs/req`).join(' | ')} | other threads | database backends |`,
+);
+console.log(`|---|${kinds.map(() => '---:|').join('')}---:|---:|`);
+for (const e of entries) {
+  const ms = onOwnRequests(e);
+  const t = (k: string) => median(ms.map((m) => m.threadsUsPerReq[k] ?? 0));
+  console.log(
+    `| ${e.server.name} | ${kinds.map((k) => t(k).toFixed(1)).join(' | ')} | ${t('other').toFixed(1)} | ${orDash(median(ms.map((m) => m.dbCpuUsPerReq)), 1)} |`,
+  );
+}
+
 if (oldChild !== undefined) {
   // Each side's CPU over its own paired fastify window, then new over old, round by round.
   console.log('\n| scenario | new ÷ old server CPU-µs/req (median of rounds) | range over rounds |');
   console.log('|---|---:|---|');
   for (const [name] of scenarios) {
-    const at = (label: string) => entries.find((e) => e.server.name === label)!;
     const [now, old] = [at(`Sluice ${name}`), at(`old Sluice ${name}`)];
-    const norm = (e: Entry) =>
-      results.of.get(e)!.map((m, i) => m.cpuUsPerReq / results.baseOf.get(e)![i]!.cpuUsPerReq);
-    const [a, b] = [norm(now), norm(old)];
+    const [a, b] = [norm(now, cpu), norm(old, cpu)];
     const ratios = a.map((x, i) => x / b[i]!);
     console.log(
       `| ${name} | ${median(ratios).toFixed(2)} | ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)} |`,
