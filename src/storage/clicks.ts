@@ -359,8 +359,18 @@ class HourRollup {
     (g[13] as number) += toMicros(c.cost) ?? 0;
   }
 
+  /**
+   * The rows in key order (their text keys sorted, which orders them as `report_hours`' primary
+   * key for ASCII values). Upserted in that order each lands next to the last one in the index: a
+   * batch spread over 1,000 flows × 10 streams × 20 countries upserts about a row a click, and in
+   * the order the clicks came that cost SQLite's writer ~8 µs a click against ~4.5 sorted, the sort
+   * included at under 1 µs (docs/PERFORMANCE.md).
+   */
   rows(): BatchRow[] {
-    return [...this.#groups.values()];
+    const keys = [...this.#groups.keys()].sort();
+    const rows = new Array<BatchRow>(keys.length);
+    for (let i = 0; i < keys.length; i++) rows[i] = this.#groups.get(keys[i]!)!;
+    return rows;
   }
 }
 
