@@ -34,6 +34,7 @@ const BENCHES: [string, string[], string[]][] = [
   ['storage/counter-flush.bench.ts', [], []],
   ['storage/click-log.bench.ts', ['--expose-gc'], []],
   ['storage/sqlite-insert.bench.ts', [], []],
+  ['storage/writer-thread-cost.bench.ts', ['--max-semi-space-size=16'], []],
   ['conversions/postback-flood.bench.ts', [], []],
 ];
 
