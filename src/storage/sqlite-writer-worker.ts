@@ -13,6 +13,7 @@ import type { Clock } from '../time/index.ts';
 import { BatchGuard } from './batch-guard.ts';
 import { SqlClicks } from './clicks.ts';
 import { addCounters } from './counters.ts';
+import { type PackedClicks, unpackClicks } from './packed-clicks.ts';
 import type { QueryTimer } from './query-stats.ts';
 import { SqlSightings } from './sightings.ts';
 import { SqliteExecutor } from './sqlite-executor.ts';
@@ -76,7 +77,11 @@ function withParts<T extends object>(id: number, head: T): T {
 
 async function apply(m: Extract<WriterMessage, { now: number }>): Promise<unknown> {
   now = m.now;
-  if (m.op === 'clicks') return clicks.insertBatch(withParts<ClickBatch>(m.id, m.batch));
+  if (m.op === 'clicks') {
+    const batch = withParts<ClickBatch>(m.id, m.batch);
+    const packed = batch.rows as unknown as PackedClicks[];
+    return clicks.insertBatch({ ...batch, rows: packed.flatMap(unpackClicks) });
+  }
   if (m.op === 'counters') return addCounters(guard, withParts<CounterBatch>(m.id, m.batch));
   if (m.op === 'sightings') {
     const { server_id, rows } = withParts(m.id, m.batch);

@@ -2,11 +2,12 @@ import { Worker } from 'node:worker_threads';
 import { ApiError, type ErrorCode } from '../errors/index.ts';
 import { TimeSlice } from '../time/index.ts';
 import type { ClickWriter } from './clicks.ts';
+import { packClicks, packedBuffers } from './packed-clicks.ts';
 import type { QueryStats } from './query-stats.ts';
 import type { Row, SqlReader } from './sql.ts';
 import { type CheckpointStats, CheckpointTally } from './sqlite-checkpointer.ts';
 import type { CheckpointReport } from './sqlite-wal-checkpoint.ts';
-import type { BatchResult, ClickBatch, CounterBatch, Sighting } from './types.ts';
+import type { BatchResult, ClickBatch, CounterBatch, NewClick, Sighting } from './types.ts';
 
 /**
  * Items a message carries. Posting copies (structured clone) on the sending thread: 10,000 clicks
@@ -33,6 +34,7 @@ const RESTART_MAX_MS = 60_000;
 export type WriterMessage =
   | { id: number; op: 'part'; key: string; items: unknown[] }
   | { id: number; op: 'drop' }
+  /** A click batch whose `rows` came ahead as parts of `PackedClicks`. */
   | { id: number; op: 'clicks'; now: number; batch: ClickBatch }
   | { id: number; op: 'counters'; now: number; batch: CounterBatch }
   | { id: number; op: 'sightings'; now: number; batch: { server_id: string; rows: Sighting[] } }
@@ -137,9 +139,12 @@ export class SqliteWriter implements ClickWriter {
     if (!this.#closed) this.#worker ??= this.#spawn();
   }
 
-  /** A click batch (`ClickWriter`), applied by `SqlClicks.insertBatch` on the thread. */
+  /**
+   * A click batch (`ClickWriter`), applied by `SqlClicks.insertBatch` on the thread. Its clicks
+   * cross packed ({@link packClicks}), a part of {@link ITEMS_PER_MESSAGE} at a time.
+   */
   insertBatch(batch: ClickBatch): Promise<BatchResult> {
-    return this.#send({ op: 'clicks', now: this.#now(), batch }, ['rows']) as Promise<BatchResult>;
+    return this.#send({ op: 'clicks', now: this.#now(), batch }, ['rows'], packPart) as Promise<BatchResult>;
   }
 
   addCounters(batch: CounterBatch): Promise<boolean> {
@@ -273,7 +278,15 @@ export class SqliteWriter implements ClickWriter {
     }
   }
 
-  async #send(message: Record<string, unknown>, arrays: readonly string[]): Promise<unknown> {
+  /**
+   * Sends a message, its `arrays` (fields of its batch) ahead in parts when long; with `pack`,
+   * every part of them is packed (and sent as a part, however short the array).
+   */
+  async #send(
+    message: Record<string, unknown>,
+    arrays: readonly string[],
+    pack?: (items: unknown[]) => { item: unknown; transfer: ArrayBuffer[] },
+  ): Promise<unknown> {
     if (this.#closed) throw new ApiError('db.unavailable', 'the SQLite writer is closed');
     this.start();
     const w = this.#worker!;
@@ -295,14 +308,15 @@ export class SqliteWriter implements ClickWriter {
       const slice = new TimeSlice();
       for (const key of arrays) {
         const items = batch?.[key] as unknown[] | undefined;
-        if (items === undefined || items.length <= ITEMS_PER_MESSAGE) continue;
+        if (items === undefined || (pack === undefined && items.length <= ITEMS_PER_MESSAGE)) continue;
         for (let i = 0; i < items.length; i += ITEMS_PER_MESSAGE) {
-          w.postMessage({
-            id,
-            op: 'part',
-            key,
-            items: items.slice(i, i + ITEMS_PER_MESSAGE),
-          } satisfies WriterMessage);
+          const part = items.slice(i, i + ITEMS_PER_MESSAGE);
+          if (pack === undefined) {
+            w.postMessage({ id, op: 'part', key, items: part } satisfies WriterMessage);
+          } else {
+            const { item, transfer } = pack(part);
+            w.postMessage({ id, op: 'part', key, items: [item] } satisfies WriterMessage, transfer);
+          }
           await slice.pause();
         }
         (head.batch as Record<string, unknown>)[key] = [];
@@ -342,6 +356,11 @@ export class SqliteWriter implements ClickWriter {
       w.postMessage('close');
     });
   }
+}
+
+function packPart(items: unknown[]): { item: unknown; transfer: ArrayBuffer[] } {
+  const packed = packClicks(items as NewClick[]);
+  return { item: packed, transfer: packedBuffers(packed) };
 }
 
 /** The thread's failure as this thread's error: the same code and message, and the same first cause. */

@@ -133,10 +133,15 @@ describe('the SQLite writer thread (#12)', () => {
     const stats = new QueryStats(systemClock);
     const writer = new SqliteWriter({ path, stats, busyTimeoutMs: 1000 });
     try {
-      const rows = Array.from({ length: 1500 }, () => newClick({ flow_id: 'uncopyable' }));
+      // Clicks cross packed (only their fields are read); counters are copied as they are.
+      const streams = Array.from({ length: 1500 }, (_, i) => ({
+        id: `s-uncopyable-${i}`,
+        hits: 1,
+        last_hit_at: '2026-01-01T00:00:00.000Z',
+      }));
       // In the second part: the first has already gone to the thread.
-      (rows[1200] as unknown as { extra: unknown }).extra = () => {};
-      await assert.rejects(writer.insertBatch({ id: newBatchId(), server_id: null, rows }), {
+      (streams[1200] as unknown as { extra: unknown }).extra = () => {};
+      await assert.rejects(writer.addCounters({ id: newBatchId(), streams, flows: [] }), {
         name: 'DataCloneError',
       });
       assert.equal(stats.recorder.errors, 1);
