@@ -14,35 +14,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { isbot } from 'isbot';
 import { LRUCache } from 'lru-cache';
 import { type SluiceScenario, scenarioFlows } from '../scenarios.ts';
-
-/**
- * The click row's columns, in order: what both writers store (the values of {@link ClickRow};
- * `created_at` crosses as epoch milliseconds and is stored as ISO text, as Sluice's).
- */
-export const REF_COLUMNS = [
-  'click_id',
-  'flow_id',
-  'stream_id',
-  'created_at',
-  'country',
-  'device_type',
-  'os',
-  'browser',
-  'sub1',
-  'is_bot',
-] as const;
-export type ClickRow = [
-  string,
-  string,
-  string,
-  number,
-  string | null,
-  string,
-  string,
-  string,
-  string | null,
-  number,
-];
+import type { ClickRow } from './ref-columns.ts';
 
 interface RefStream {
   id: string;

@@ -14,7 +14,8 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { SluiceScenario } from '../scenarios.ts';
-import { type ClickRow, REF_COLUMNS, refApp, refFlows } from './ref-hot-path.ts';
+import { type ClickRow, REF_COLUMNS } from './ref-columns.ts';
+import { refApp, refFlows } from './ref-hot-path.ts';
 import type { RefProgram } from './ref-ua.ts';
 
 const WIDTH = REF_COLUMNS.length;

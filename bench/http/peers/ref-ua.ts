@@ -2,8 +2,9 @@
  * `ref-ua`: the reference program for a SQLite node's `/go` (bench/http/peers/ref-hot-path.ts does
  * the request), every click written to SQLite from a worker thread, in batches. The clicks are
  * buffered on the event loop as flat values (ten a click, no object per click) and, every 500 ms
- * (as often as Sluice's click log cuts a batch), the buffer crosses to the writer thread in one
- * message, which inserts it in one transaction: one `INSERT` per click, one `COMMIT` per batch.
+ * (as often as Sluice's click log cuts a batch), the buffer crosses to the writer thread
+ * (ref-ua-writer.ts) in one message, which inserts it in one transaction: one `INSERT` per click,
+ * one `COMMIT` per batch.
  *
  * The table has the indexes Sluice's click log has for the same lookups (by click id, newest
  * first, by flow, by sub1), in WAL mode with SQLite's default synchronous setting, as Sluice's
@@ -11,9 +12,10 @@
  * idempotent batch ids, retries, telemetry.
  */
 import { DatabaseSync } from 'node:sqlite';
-import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { Worker } from 'node:worker_threads';
 import type { SluiceScenario } from '../scenarios.ts';
-import { type ClickRow, REF_COLUMNS, refApp, refFlows } from './ref-hot-path.ts';
+import { type ClickRow, REF_COLUMNS } from './ref-columns.ts';
+import { refApp, refFlows } from './ref-hot-path.ts';
 
 const WIDTH = REF_COLUMNS.length;
 const FLUSH_MS = 500;
@@ -38,47 +40,6 @@ export interface RefProgram {
   stop(): Promise<void>;
 }
 
-/** The writer thread: one connection, a batch a message, one transaction a batch. */
-function writerThread(path: string): void {
-  const db = new DatabaseSync(path);
-  db.exec('PRAGMA journal_mode = WAL;');
-  const insert = db.prepare(
-    `INSERT INTO clicks (${REF_COLUMNS.join(', ')}) VALUES (${REF_COLUMNS.map(() => '?').join(', ')})`,
-  );
-  let ms = Number.NaN;
-  let iso = '';
-  parentPort!.on('message', (values: unknown[] | 'close') => {
-    if (values === 'close') {
-      db.close();
-      parentPort!.close();
-      return;
-    }
-    db.exec('BEGIN');
-    for (let o = 0; o < values.length; o += WIDTH) {
-      // A batch's clicks come in time order: each millisecond's ISO text is made once.
-      if (values[o + 3] !== ms) {
-        ms = values[o + 3] as number;
-        iso = new Date(ms).toISOString();
-      }
-      const v = values as (string | number | null)[];
-      insert.run(
-        v[o]!,
-        v[o + 1]!,
-        v[o + 2]!,
-        iso,
-        v[o + 4]!,
-        v[o + 5]!,
-        v[o + 6]!,
-        v[o + 7]!,
-        v[o + 8]!,
-        v[o + 9]!,
-      );
-    }
-    db.exec('COMMIT');
-    parentPort!.postMessage(values.length / WIDTH);
-  });
-}
-
 /** Starts the program on `port` (0: any), its database at `path`. */
 export async function startRefSqlite(opts: {
   scenario: SluiceScenario;
@@ -89,7 +50,7 @@ export async function startRefSqlite(opts: {
   const setup = new DatabaseSync(opts.path);
   setup.exec(`PRAGMA journal_mode = WAL; ${REF_SQLITE_SCHEMA}`);
   setup.close();
-  const writer = new Worker(new URL(import.meta.url), {
+  const writer = new Worker(new URL('./ref-ua-writer.ts', import.meta.url), {
     workerData: { path: opts.path },
     execArgv: [],
     name: 'ref-writer',
@@ -138,6 +99,3 @@ export async function startRefSqlite(opts: {
     },
   };
 }
-
-if (!isMainThread && (workerData as { path?: string } | null)?.path !== undefined)
-  writerThread((workerData as { path: string }).path);
