@@ -85,8 +85,11 @@ for (const backend of BACKENDS) {
 
     before(async () => {
       if (!available) return;
-      // The click log's flush is a minute away: a click appended in a test stays in the buffer.
-      t = await backend.startNode({ yaml: 'clicks:\n  flush_interval_ms: 60000\n' });
+      // The click log's flush is a minute away and the once-a-second `stats_flush` task (which
+      // persists it too) is off: a click appended in a test stays in the buffer.
+      t = await backend.startNode({
+        yaml: 'clicks:\n  flush_interval_ms: 60000\ncron:\n  tasks:\n    stats_flush:\n      enabled: false\n',
+      });
       [admin, viewer] = await Promise.all([t.token('admin'), t.token('viewer')]);
       const flow = (slug: string) =>
         call<FlowRecord>('/acp/traffic-flows/create', { slug, name: slug }, admin);
