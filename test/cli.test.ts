@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { delimiter, dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { runCli, spawnCli, startCli } from './helpers/cli.ts';
@@ -102,7 +102,10 @@ describe('sluice CLI', () => {
     const root = resolve(import.meta.dirname, '..');
     const bin = resolve(root, JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).bin.sluice);
     assert.ok(statSync(bin).mode & 0o100, `${bin} is executable`);
-    const { stdout } = await promisify(execFile)(bin, ['help'], { env: { PATH: process.env.PATH } });
+    // Its shebang (`#!/usr/bin/env node`) finds node on PATH: the project's Node 24 goes first, as
+    // npm's scripts and `npx` put it, so a shell whose first node is older runs this test as well.
+    const PATH = [dirname(process.execPath), process.env.PATH].filter(Boolean).join(delimiter);
+    const { stdout } = await promisify(execFile)(bin, ['help'], { env: { PATH } });
     assert.match(stdout, /^Usage: sluice <command>/);
   });
 
