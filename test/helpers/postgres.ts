@@ -13,7 +13,7 @@ let reachable: Promise<boolean> | undefined;
  */
 export function pgAvailable(): Promise<boolean> {
   reachable ??= (async () => {
-    const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
+    const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 10_000 });
     try {
       await client.connect();
       await client.query('SELECT 1');
