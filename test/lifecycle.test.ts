@@ -159,7 +159,9 @@ describe('graceful stop', () => {
         // timeout + 1 s), judged by the node's own clock from the signal to the end of its stop
         // (exit 0 says its hard-exit timer, armed at the signal for that long, did not fire). From
         // out here the OS's delivery of the signal and of the exit adds to it: on two cores shared
-        // with other suites that read 4,030 ms once, for a stop the node timed within its bound.
+        // with other suites that read 4,030 ms once, and 6,412 ms with the suite several files at
+        // a time on a machine shared with other suites, for stops the node timed within its bound.
+        // So from out here the bound only tells a stop that hangs from one that ends.
         const at = (message: string) => {
           const line = node
             .out()
@@ -171,7 +173,7 @@ describe('graceful stop', () => {
         const stop = at('sluice stopped') - at('signal received');
         assert.ok(stop < TIMEOUT_MS + 1000, `stopped after ${stop} ms`);
         assert.ok(
-          exit.at - sent < TIMEOUT_MS + 3000,
+          exit.at - sent < TIMEOUT_MS + 15_000,
           `exited ${Math.round(exit.at - sent)} ms after the signal`,
         );
         assert.equal((await persistedClicks()) - before, answered);

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { openPostgres } from '../../src/storage/index.ts';
 import { systemClock } from '../../src/time/index.ts';
-import { startCli } from '../helpers/cli.ts';
+import { START_LIMIT_MS, startCli } from '../helpers/cli.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
 
 /**
@@ -29,7 +29,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 test('leader SIGKILLed every 5 s: prompt re-election, no overlapping leader runs, no reused epoch', {
   skip,
-  timeout: (SECONDS + 60) * 1000,
+  // Only turns a hang into a failure: besides the kills' seconds, eight node processes start (at
+  // most START_LIMIT_MS each), which on a busy machine takes far longer than the kills.
+  timeout: SECONDS * 1000 + 8 * START_LIMIT_MS,
 }, async (t) => {
   // The leader task probes this server, which answers after 300 ms, so runs have a real duration.
   const upstream = createServer((_req, res) => setTimeout(() => res.writeHead(200).end('ok'), 300));

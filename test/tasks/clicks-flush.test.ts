@@ -32,9 +32,10 @@ describe('a clicks.flush task writes the click log instead of its timer (#14)', 
   let t: TestNode;
   let admin: string;
   before(async () => {
-    // A schedule that never comes: the only writes are the runs the test asks for.
+    // A schedule that never comes, and the once-a-second `stats_flush` task (which persists the
+    // click log too) off: the only writes are the runs the test asks for.
     t = await startTestNode({
-      yaml: `clicks:\n  flush_interval_ms: 10\ncron:\n  tasks:\n    click_writer:\n      kind: clicks.flush\n      schedule: '0 0 1 1 *'\n`,
+      yaml: `clicks:\n  flush_interval_ms: 10\ncron:\n  tasks:\n    click_writer:\n      kind: clicks.flush\n      schedule: '0 0 1 1 *'\n    stats_flush:\n      enabled: false\n`,
     });
     admin = await t.token('admin');
   });
