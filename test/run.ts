@@ -4,8 +4,8 @@
  *
  *   npm test                                    # everything, under 5 minutes on an idle 2-core machine
  *   npm run test:unit                           # the tests only (no lint, no type check)
- *   node test/run.ts --tests-only test/cli.test.ts 'test/console/*.test.ts'
- *   node test/run.ts --concurrency 1            # one file at a time, as before
+ *   npm run test:unit -- test/cli.test.ts 'test/console/*.test.ts'
+ *   npm test -- --concurrency 1                 # one file at a time
  *
  * The runner's own output (the spec reporter, its closing `ℹ tests … ℹ duration_ms` lines and the
  * coverage report) is passed through unchanged; the durations of each file are also written to
