@@ -26,17 +26,19 @@ import { parseArgs } from 'node:util';
 const CONCURRENCY = 3;
 
 /**
- * The files that take a minute or so each (business and browser drive Chromium; lifecycle and cli
- * start and stop node processes; soak runs each reliability scenario; failover kills leaders),
- * started first: a long file started last would run on alone once the others are done.
+ * The files that take a minute or so each, longest first (as measured in test-results/
+ * file-durations.tsv): a long file started last would run on alone once the others are done.
  */
 const SLOW_FIRST = [
-  'test/console/business.test.ts',
+  'test/routing/unknown-slug-flood.test.ts',
   'test/lifecycle.test.ts',
+  'test/console/business.test.ts',
+  'test/doctor/doctor.test.ts',
   'test/reliability/soak.test.ts',
+  'test/cron/background-stall.test.ts',
   'test/console/browser.test.ts',
-  'test/cluster/failover.test.ts',
   'test/cli.test.ts',
+  'test/cluster/failover.test.ts',
 ];
 
 const ROOT = resolve(import.meta.dirname, '..');
