@@ -2,7 +2,7 @@
  * `npm test`: lint, type check, then every test file with the coverage figure, CONCURRENCY files at
  * a time, each in its own process; then how long each step took and the ten slowest files.
  *
- *   npm test                                    # everything, under 5 minutes on an idle 2-core machine
+ *   npm test                                    # everything, about 4 minutes on a quiet 2-core machine
  *   npm run test:unit                           # the tests only (no lint, no type check)
  *   npm run test:unit -- test/cli.test.ts 'test/console/*.test.ts'
  *   npm test -- --concurrency 1                 # one file at a time
@@ -20,8 +20,9 @@ import { parseArgs } from 'node:util';
  * Files at a time. One at a time, the suite spent ~270 s of CPU in 7.7 min on an idle 2-core
  * machine: most of its wall time is waiting (for node processes to start and stop, leases to run
  * out, a browser to draw, real seconds of timers), and three files keep both cores busy through
- * those waits. Four, on a machine shared with other suites, put seven times as many processes as
- * cores under the tests that judge a stop's or a task's timing, and some failed that way.
+ * those waits: 3 min 51 s with little else running (load 3), 7-8.5 min beside other suites (load
+ * 6-13), where one at a time took 23 min. Four, beside other suites, put seven times as many
+ * processes as cores under the tests that judge a stop's or a task's timing, and some failed.
  */
 const CONCURRENCY = 3;
 
