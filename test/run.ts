@@ -21,7 +21,7 @@ import { parseArgs } from 'node:util';
  * machine: most of its wall time is waiting (for node processes to start and stop, leases to run
  * out, a browser to draw, real seconds of timers), and three files keep both cores busy through
  * those waits: 3 min 51 s with little else running (load 3), 7-8.5 min beside other suites (load
- * 6-13), where one at a time took 23 min. Four, beside other suites, put seven times as many
+ * 6-13); one at a time, 10.5 min (load 1.5-11). Four, beside other suites, put seven times as many
  * processes as cores under the tests that judge a stop's or a task's timing, and some failed.
  */
 const CONCURRENCY = 3;
@@ -119,7 +119,9 @@ const run = spawnSync(
   ],
   { cwd: ROOT, stdio: 'inherit' },
 );
-took.push(`tests ${seconds(performance.now() - t0)}, ${concurrency} files at a time`);
+took.push(
+  `tests ${seconds(performance.now() - t0)}, ${concurrency} file${concurrency === 1 ? '' : 's'} at a time`,
+);
 
 const slowest = (existsSync(DURATIONS) ? readFileSync(DURATIONS, 'utf8') : '')
   .split('\n')
