@@ -20,7 +20,7 @@ import { TcpProxy } from '../test/helpers/tcp-proxy.ts';
 
 /**
  * A browser's user agent, sent with every /go request the scenarios make: a request without one
- * is a bot (§11), answered but never a hit, and the scenarios count hits.
+ * is a bot (docs/routing.md#bots), answered but never a hit, and the scenarios count hits.
  */
 export const PERSON = {
   'user-agent':

@@ -16,11 +16,11 @@ import { stallClients } from './helpers/stall.ts';
 import { until } from './helpers/until.ts';
 import { USER_AGENTS } from './helpers/user-agents.ts';
 
-/** A browser's user agent: a click without one is a bot (§11), never a hit. */
+/** A browser's user agent: a click without one is a bot (docs/routing.md#bots), never a hit. */
 const PERSON = { 'user-agent': USER_AGENTS.chromeWindows };
 
 /**
- * Starting and stopping (§1, §17) as a supervisor sees it: a real node process, real sockets, the
+ * Starting and stopping as a supervisor sees it: a real node process, real sockets, the
  * signal from outside, and the counters read back from the database file after the exit.
  */
 
@@ -155,13 +155,14 @@ describe('graceful stop', () => {
         node.child.kill('SIGTERM');
         const exit = await node.exited;
         assert.deepEqual({ code: exit.code, signal: exit.signal }, { code: 0, signal: null }, node.out());
-        // Not a speed check: the deadline is part of the contract (§17: the stop ends within the
-        // timeout + 1 s), judged by the node's own clock from the signal to the end of its stop
-        // (exit 0 says its hard-exit timer, armed at the signal for that long, did not fire). From
-        // out here the OS's delivery of the signal and of the exit adds to it: on two cores shared
-        // with other suites that read 4,030 ms once, and 6,412 ms with the suite several files at
-        // a time on a machine shared with other suites, for stops the node timed within its bound.
-        // So from out here the bound only tells a stop that hangs from one that ends.
+        // Not a speed check: the deadline is promised (docs/configuration.md#keys,
+        // `shutdown_timeout_ms`: the stop ends within the timeout + 1 s), judged by the node's own
+        // clock from the signal to the end of its stop (exit 0 says its hard-exit timer, armed at
+        // the signal for that long, did not fire). From out here the OS's delivery of the signal
+        // and of the exit adds to it: on two cores shared with other suites that read 4,030 ms
+        // once, and 6,412 ms with the suite several files at a time on a machine shared with other
+        // suites, for stops the node timed within its bound. So from out here the bound only tells
+        // a stop that hangs from one that ends.
         const at = (message: string) => {
           const line = node
             .out()

@@ -1,11 +1,11 @@
 /**
- * What describing a click costs (§11): the whole `ClickDescriber.describe()` on a realistic mix
- * (user agents from the cache), the same with a user agent never seen before (a parse), and its
- * parts — click id, visitor key, uniqueness check — with `randomUUID()` as a yardstick. Cases are
- * interleaved round by round, so each median comes from the same stretch of a shared machine, and
- * timed in process CPU time (`process.cpuUsage`), not wall time: what the scheduler gives other
- * processes is not counted (on a loaded machine wall time read 3–5× longer, and far noisier).
- * With `--expose-gc` it also weighs a uniqueness entry.
+ * What describing a click costs (docs/clicks.md#describing-a-click): the whole
+ * `ClickDescriber.describe()` on a realistic mix (user agents from the cache), the same with a user
+ * agent never seen before (a parse), and its parts — click id, visitor key, uniqueness check — with
+ * `randomUUID()` as a yardstick. Cases are interleaved round by round, so each median comes from
+ * the same stretch of a shared machine, and timed in process CPU time (`process.cpuUsage`), not
+ * wall time: what the scheduler gives other processes is not counted (on a loaded machine wall time
+ * read 3–5× longer, and far noisier). With `--expose-gc` it also weighs a uniqueness entry.
  *
  *   node --expose-gc bench/clicks/classify.bench.ts
  */

@@ -41,7 +41,10 @@ export interface SluiceScenario {
 export interface RequestMix {
   paths: string[];
   header?: { name: string; values: string[] };
-  /** A browser's: a request without one is a bot (§11), which skips the uniqueness check. */
+  /**
+   * A browser's: a request without one is a bot (docs/routing.md#bots), which skips the uniqueness
+   * check.
+   */
   userAgent?: string;
   /** A third of the requests get `?sub1=c<n>`, n drawn from 1…this per request. */
   subs?: number;

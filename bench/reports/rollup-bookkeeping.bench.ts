@@ -1,6 +1,7 @@
 /**
- * The hourly rollups' bookkeeping (§15): what `hourRollups` costs a click when the click log cuts a
- * batch (in the flush, not on the hot path): 10,000 clicks of one hour, five countries, a tenth bots.
+ * The hourly rollups' bookkeeping (docs/reports.md#how-it-is-computed-and-how-it-grows): what
+ * `hourRollups` costs a click when the click log cuts a batch (in the flush, not on the hot path):
+ * 10,000 clicks of one hour, five countries, a tenth bots.
  *
  *   node bench/reports/rollup-bookkeeping.bench.ts
  */

@@ -1,8 +1,9 @@
 /**
  * The routing decision on a cache hit: a flow of 10 streams with country filters (forced, regular,
  * default), `decide()` plus `buildTarget()` per op, weighted and position rotation, in one run;
- * then the same flow with 3 targeting rules on every stream (§13: device, language, an IP range,
- * referrer suffix, hour, parameter), visitors varied so that rules pass and fail.
+ * then the same flow with 3 targeting rules on every stream (docs/routing.md#rules: device,
+ * language, an IP range, referrer suffix, hour, parameter), visitors varied so that rules pass and
+ * fail.
  *
  *   node bench/routing/decide.bench.ts
  */

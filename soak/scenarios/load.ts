@@ -154,7 +154,7 @@ export async function load(o: { seconds: number; connections: number }): Promise
       ...persisted,
       redirects,
     });
-    // §11: every click answered is in the click log (and in the report rollups), none twice.
+    // Every click answered is in the click log (and in the report rollups), none twice.
     out.figures['clicks logged'] = persisted.logged;
     check(out, 'click log rows = 302s seen', persisted.logged === redirects, { ...persisted, redirects });
     check(out, 'report rollups = 302s seen', persisted.rolledUp === redirects, { ...persisted, redirects });

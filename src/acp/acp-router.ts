@@ -23,8 +23,9 @@ export interface AcpCall<B> {
 }
 
 /**
- * How a write route is audited (§17): its action (`<target_type>.<verb>`) and the id of what it
- * changed, read from the request body or from what the handler answered (a created flow's id).
+ * How a write route is audited (docs/audit.md#what-is-audited): its action (`<target_type>.<verb>`)
+ * and the id of what it changed, read from the request body or from what the handler answered (a
+ * created flow's id).
  */
 export interface AcpAudit<B> {
   action: string;
@@ -57,10 +58,10 @@ export interface AcpRouterOptions {
 }
 
 /**
- * Registers ACP endpoints (§4): `POST`, JSON in and out, bearer authentication and the role check
- * before the body is even parsed, the body validated against its schema, and the handler run
- * inside a work context carrying the request id (for outgoing calls and logs). It also keeps the
- * list of every route and its role, which the access-control tests walk.
+ * Registers ACP endpoints (docs/api.md#conventions): `POST`, JSON in and out, bearer authentication
+ * and the role check before the body is even parsed, the body validated against its schema, and the
+ * handler run inside a work context carrying the request id (for outgoing calls and logs). It also
+ * keeps the list of every route and its role, which the access-control tests walk.
  *
  * A route with an `audit` descriptor is audited here, in one place: once its handler has
  * succeeded (a thrown error — refused, invalid, not found, conflicting — is never audited), the
@@ -122,7 +123,8 @@ export class AcpRouter {
         request.principal = principal;
       },
       preValidation: (request, _reply, done) => {
-        // No body at all is `{}` (§4); a JSON `null` is a body, and the schema refuses it like `[]`.
+        // No body at all is `{}` (docs/api.md#conventions); a JSON `null` is a body, and the schema
+        // refuses it like `[]`.
         if (request.body === undefined) request.body = {};
         done();
       },

@@ -118,7 +118,7 @@ export function range<F extends { from?: string | undefined; to?: string | undef
 }
 
 /**
- * The click log and conversions in the ACP (§11, §12), for any operator: a click with its
+ * The click log and conversions in the ACP (docs/clicks.md#acp), for any operator: a click with its
  * conversions, and the two newest-first lists, keyset-paged like the other lists, each with
  * `runtime` (its own recorder entry) and `commit`.
  */

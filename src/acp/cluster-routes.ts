@@ -7,7 +7,10 @@ import type { AcpRouter } from './acp-router.ts';
 /** How long a node waits for a peer's system metrics before showing it as unreachable. */
 const PEER_TIMEOUT_MS = 2000;
 
-/** A node renewing every interval that missed this many in a row is not alive (contract §17). */
+/**
+ * A node renewing every interval that missed this many in a row is not alive
+ * (docs/cron.md#leader-election).
+ */
 const ALIVE_RENEWALS = 3;
 
 /**

@@ -17,9 +17,9 @@ export const OperatorCreateBody = Type.Object(
 export const OperatorRevokeBody = Type.Object({ name: Name }, strict);
 
 /**
- * Operators over the ACP (§17, admin): list (never a token or its hash), create (the token in this
- * one answer), revoke; creating and revoking are audited as `operator.create` / `operator.revoke`
- * with the operator's name as the target — never its token.
+ * Operators over the ACP (admin, docs/audit.md#operators-over-the-acp-admin): list (never a token
+ * or its hash), create (the token in this one answer), revoke; creating and revoking are audited as
+ * `operator.create` / `operator.revoke` with the operator's name as the target — never its token.
  */
 export function registerOperatorRoutes(acp: AcpRouter, operators: OperatorDirectory): void {
   acp.add({

@@ -16,14 +16,17 @@ export interface RoutingRoutesDeps {
   routing: RoutingService;
   telemetry: Telemetry;
   commit: string;
-  /** The routing simulator (§16): `/go/:slug`'s decision for a described click, explained. */
+  /**
+   * The routing simulator (docs/routing.md#simulator): `/go/:slug`'s decision for a described
+   * click, explained.
+   */
   simulate: (input: SimulateInput) => Promise<Simulation>;
 }
 
 /**
- * Flows and streams in the ACP (§4): lists for any operator, with `runtime` (the list route's own
- * recorder entry, the same object system metrics shows under `controllers`) and `commit`;
- * create, update and delete for admins, each audited (`flow.create`, `stream.delete`, …).
+ * Flows and streams in the ACP (docs/routing.md#acp): lists for any operator, with `runtime` (the
+ * list route's own recorder entry, the same object system metrics shows under `controllers`) and
+ * `commit`; create, update and delete for admins, each audited (`flow.create`, `stream.delete`, …).
  */
 export function registerRoutingRoutes(acp: AcpRouter, deps: RoutingRoutesDeps): void {
   const { routing, telemetry, commit, simulate } = deps;

@@ -28,9 +28,10 @@ export interface AuditTrailOptions {
 }
 
 /**
- * Who changed what (§17): every audited ACP write becomes one `audit` log record and one row of
- * the audit log. Only what the router gives is recorded — names, the action, the target's id, the
- * request id — never a request body, so a secret (an operator's new token) cannot reach either.
+ * Who changed what (docs/audit.md#what-is-audited): every audited ACP write becomes one `audit` log
+ * record and one row of the audit log. Only what the router gives is recorded — names, the action,
+ * the target's id, the request id — never a request body, so a secret (an operator's new token)
+ * cannot reach either.
  *
  * The record is written first and the row second, after the write itself succeeded (the write and
  * its row are not one transaction: the services own their transactions). A row that cannot be

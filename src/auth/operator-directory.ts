@@ -17,8 +17,9 @@ export interface OperatorItem {
 const conflict = (message: string, cause: string) => new ApiError('resource.conflict', message, { cause });
 
 /**
- * The operators the ACP manages (§17): the configured ones, listed read-only, and the stored ones,
- * created with a token shown once (stored as its SHA-256, as the CLI does) and revoked by name.
+ * The operators the ACP manages (docs/audit.md#operators-over-the-acp-admin): the configured ones,
+ * listed read-only, and the stored ones, created with a token shown once (stored as its SHA-256, as
+ * the CLI does) and revoked by name.
  *
  * Revoking refuses (409 `resource.conflict`) a configured operator (its entry is in the config
  * files; removing it there is the only way) and the caller's own token. Only an admin revokes, and

@@ -3,7 +3,7 @@ import { firstChars, SUB_ID_MAX_LENGTH } from '../storage/index.ts';
 
 /**
  * What a click's request says besides its user agent: language, referrer host, sub-ids and the
- * address prefix (§11, §13). Each function takes the raw header or value,
+ * address prefix (docs/clicks.md#describing-a-click). Each function takes the raw header or value,
  * never throws, and answers null for anything it cannot read.
  */
 
@@ -219,8 +219,9 @@ export function canonicalAddress(address: string): string {
 }
 
 /**
- * The client address as the click log keeps it (§11): IPv4 to /24, IPv6 to /48 (RFC 5952 text),
- * IPv4-mapped IPv6 as IPv4 — `203.0.113.0/24`, `2001:db8:1::/48`. Null for no or a malformed address.
+ * The client address as the click log keeps it (docs/clicks.md#storage): IPv4 to /24, IPv6 to /48
+ * (RFC 5952 text), IPv4-mapped IPv6 as IPv4 — `203.0.113.0/24`, `2001:db8:1::/48`. Null for no or a
+ * malformed address.
  */
 export function ipPrefix(address: string | undefined): string | null {
   if (address === undefined || address.length === 0) return null;

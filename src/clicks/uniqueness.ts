@@ -26,7 +26,7 @@ const INITIAL_CAPACITY = 1024;
 
 /**
  * "A click is unique when the same visitor has not clicked the same flow within
- * `routing.uniqueness_ttl_hours`" (§11), per node, in memory, bounded.
+ * `routing.uniqueness_ttl_hours`" (docs/clicks.md#uniqueness), per node, in memory, bounded.
  *
  * A unique click opens a window of the TTL for its (flow, visitor) pair; clicks inside it are not
  * unique, the first click after it is and opens the next. (The window does not slide with every
@@ -92,7 +92,10 @@ export class UniquenessWindow {
     return true;
   }
 
-  /** Whether a click would be unique, changing nothing (the routing simulator, §16). */
+  /**
+   * Whether a click would be unique, changing nothing (the routing simulator,
+   * docs/routing.md#simulator).
+   */
   peek(flowId: string, visitorKey: number): boolean {
     const end = this.#flows.get(flowId)?.get(visitorKey);
     return end === undefined || end <= this.#seconds(this.#clock.now());

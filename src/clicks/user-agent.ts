@@ -81,7 +81,8 @@ export class UserAgentClassifier {
 
   /**
    * The user agent's classification; `HEAD` requests, absent and empty user agents are bots
-   * whatever else is true (§11). The HEAD answer is the cached one with `is_bot` set.
+   * whatever else is true (docs/routing.md#bots). The HEAD answer is the cached one with `is_bot`
+   * set.
    */
   classify(method: string, userAgent: string | undefined): UserAgentInfo {
     if (userAgent === undefined || userAgent.length === 0) return this.#empty;

@@ -2,16 +2,16 @@ import { createHmac } from 'node:crypto';
 import { canonicalAddress } from './request-facts.ts';
 
 /**
- * The visitor key of §11: a hash of the client address and the user agent, never the raw pair,
- * the same on every node that shares a database (nothing node-local goes in). A 52-bit number, so
- * it is a `Map` key with no string behind it and a BIGINT (or SQLite INTEGER) when nodes share it
- * through storage.
+ * The visitor key (docs/clicks.md#visitor-key): a hash of the client address and the user agent,
+ * never the raw pair, the same on every node that shares a database (nothing node-local goes in). A
+ * 52-bit number, so it is a `Map` key with no string behind it and a BIGINT (or SQLite INTEGER)
+ * when nodes share it through storage.
  *
  * Keyed by the deployment's visitor-key secret (`clicks.visitor_key_secret`, or one made once and
  * kept in the database: src/clicks/visitor-secret.ts). Unkeyed, the key of a stored sighting gave
  * the whole client address back: the click beside it has the /24 and the browser, so 256 guesses
- * times a few user agents found it (a security review did, in 0.4 s) — and §11 keeps the address
- * only as a prefix.
+ * times a few user agents found it (a security review did, in 0.4 s) — and the click log keeps the
+ * address only as a prefix.
  *
  * Two steps, because a hash per click through `node:crypto` costs ~0.5–2.7 µs, up to a whole
  * description of a click: the user agent's share is HMAC-SHA-256 once per distinct user agent

@@ -286,8 +286,9 @@ function checkSemantics(c: Config, sourceOf: (key: string) => string, isSet: (ke
         fail(`observability.metrics.${name}`, `expected strictly increasing bounds, got ${shown(b)}`);
     }
   }
-  // A network's words may add to §12's, never change them: an alias named like a parameter, or a
-  // status value that is one of §12's, would quietly reread what every other network sends.
+  // A network's words may add to the standard ones (docs/clicks.md#a-networks-own-words), never
+  // change them: an alias named like a parameter, or a status value that is a standard one, would
+  // quietly reread what every other network sends.
   for (const alias of Object.keys(c.postback.aliases)) {
     if ((POSTBACK_PARAMS as readonly string[]).includes(alias))
       fail(`postback.aliases.${alias}`, `${alias} is a postback parameter of its own; expected another name`);
@@ -397,7 +398,7 @@ function checkSemantics(c: Config, sourceOf: (key: string) => string, isSet: (ke
   }
 }
 
-/** The options only `http.probe` tasks take (§10). */
+/** The options only `http.probe` tasks take (docs/configuration.md#keys). */
 const PROBE_OPTIONS = ['url', 'method', 'expect_status', 'retries', 'headers'] as const;
 
 /** Parses `a.b.c.d/n`, `::1/128` or a bare address; returns null when it is not one. */

@@ -61,8 +61,9 @@ function contentSecurityPolicy(html: string): string {
 }
 
 /**
- * `GET /acp/`: the web console (CONTRACT §4), static ES modules read once at start. Every file is
- * known by name up front — a request names an entry of that map, never a path on disk.
+ * `GET /acp/`: the web console (docs/console.md#the-web-console--get-acp), static ES modules read
+ * once at start. Every file is known by name up front — a request names an entry of that map, never
+ * a path on disk.
  */
 export function registerConsole(app: FastifyInstance): void {
   const assets = new Map<string, Asset>();

@@ -67,7 +67,8 @@ function text(raw: unknown, param: string, problems: Problem[]): string | undefi
 
 /**
  * A network's own names (`postback.aliases`, `postback.statuses`): another parameter name read as
- * one of §12's, another status value read as lead, sale or rejected (either case).
+ * one of the standard ones (docs/clicks.md#postbacks), another status value read as lead, sale or
+ * rejected (either case).
  */
 export interface PostbackDialect {
   aliases: Readonly<Record<string, string>>;

@@ -52,7 +52,10 @@ export interface PostbackAnswer {
   status: ConversionStatus;
 }
 
-/** What a postback body may be (§12), told to a client that sent something else. */
+/**
+ * What a postback body may be (docs/clicks.md#postbacks), told to a client that sent something
+ * else.
+ */
 const POSTBACK_MEDIA_MESSAGE =
   'The request body must be application/json or application/x-www-form-urlencoded.';
 
@@ -100,12 +103,12 @@ function parseForm(text: string, source: string): Record<string, string | string
 }
 
 /**
- * `GET|POST /postback` (§12): an affiliate network reports a conversion of a click. Parameters come
- * from the query string and from an urlencoded or JSON body; the same `(click_id, txid)` updates
- * one conversion. Once the query string and the body are decoded (400 when they are not UTF-8),
- * the key is judged before anything else (401, or 429 for an address over the failed-authentication
- * limit), then the values (400), then the click (404); each error is the contract's, with its one
- * `api error` record.
+ * `GET|POST /postback` (docs/clicks.md#postbacks): an affiliate network reports a conversion of a
+ * click. Parameters come from the query string and from an urlencoded or JSON body; the same
+ * `(click_id, txid)` updates one conversion. Once the query string and the body are decoded (400
+ * when they are not UTF-8), the key is judged before anything else (401, or 429 for an address over
+ * the failed-authentication limit), then the values (400), then the click (404); each error is the
+ * contract's, with its one `api error` record.
  */
 export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteOptions): void {
   const waits = new ClickWaits(opts.recentClickWaitMs ?? 0, opts.clock);
@@ -187,7 +190,8 @@ export function registerPostbackRoute(app: FastifyInstance, opts: PostbackRouteO
         };
       });
     };
-    // GET and POST only (§12): a HEAD from a link checker must not record a conversion.
+    // GET and POST only (docs/clicks.md#postbacks): a HEAD from a link checker must not record a
+    // conversion.
     scope.get('/postback', { exposeHeadRoute: false }, handler);
     scope.post('/postback', handler);
     done();

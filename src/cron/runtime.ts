@@ -5,10 +5,11 @@ const MINUTE_MS = 60_000;
 const SLOTS = 120;
 
 /**
- * The runtime block of one task (§4): what it is doing now and what it has done since the node
- * started. Failures are also kept in a ring of one-minute slots, so "failures in the last hour versus
- * the hour before" (seed procedure 2) is a rolling window, not a clock hour; durations go to the task's recorder, which gives p95 with the
- * same ≤ 1 % sketch as the routes and the exposition's histogram.
+ * The runtime block of one task (docs/cron.md#acp): what it is doing now and what it has done since
+ * the node started. Failures are also kept in a ring of one-minute slots, so "failures in the last
+ * hour versus the hour before" (seed procedure 2) is a rolling window, not a clock hour; durations
+ * go to the task's recorder, which gives p95 with the same ≤ 1 % sketch as the routes and the
+ * exposition's histogram.
  */
 export class TaskRuntime {
   readonly recorder: Recorder;

@@ -53,7 +53,7 @@ export interface TaskItem {
     runs: number;
     failures: number;
     p95: number;
-    /** p95 of the runs that finished in the last hour (§17); 0 when none did. */
+    /** p95 of the runs that finished in the last hour (docs/telemetry.md#p95); 0 when none did. */
     p95_last_hour: number;
     last_duration_ms: number | null;
     last_started_at: string | null;
@@ -322,7 +322,7 @@ export class Scheduler {
     });
   }
 
-  /** The `tasks` section of system metrics (§5). */
+  /** The `tasks` section of system metrics (docs/telemetry.md#system-metrics). */
   section(): TasksSection {
     const out: TasksSection = {};
     for (const item of this.list()) {

@@ -27,7 +27,8 @@ const Nullable = <T extends ReturnType<typeof Type.String> | ReturnType<typeof T
   Type.Union([t, Type.Null()]);
 
 /**
- * The shape of `sluice doctor --json` (docs/doctor.md), pinned by a test: scripts may rely on it.
+ * The shape of `sluice doctor --json` (docs/console.md#sluice-doctor), pinned by a test: scripts
+ * may rely on it.
  */
 export const DoctorReportSchema = Type.Object(
   {

@@ -1,6 +1,7 @@
 /**
- * The one registry of API error codes (§7 of the contract). A code is never renamed or reused once
- * shipped; `docs/errors.md` documents each one and `test/errors/codes.test.ts` keeps them in step.
+ * The one registry of API error codes (docs/errors.md#codes). A code is never renamed or reused
+ * once shipped; `docs/errors.md` documents each one and `test/errors/codes.test.ts` keeps them in
+ * step.
  */
 export const ERROR_CODES = {
   'validation.invalid_input': { status: 400, message: 'The request is invalid.' },

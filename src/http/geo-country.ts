@@ -45,11 +45,12 @@ const noCountry = new BlockList();
 for (const [address, prefix, type] of NO_COUNTRY) noCountry.addSubnet(address, prefix, type);
 
 /**
- * Country by client address from a MaxMind-format database (§13 `routing.geoip: builtin`). The
- * built-in one is `@ip-location-db/geo-whois-asn-country-mmdb`, shipped inside the npm package (no
- * download at run time): RIR whois and ASN data by the NRO, CC BY 4.0 (docs/routing.md credits it).
- * An operator may point `routing.geoip_path` at another country database (e.g. MaxMind GeoLite2
- * Country). Loaded once at start; a lookup is a walk of the database's search tree (~0.7 µs).
+ * Country by client address from a MaxMind-format database (`routing.geoip: builtin`,
+ * docs/routing.md#country). The built-in one is `@ip-location-db/geo-whois-asn-country-mmdb`,
+ * shipped inside the npm package (no download at run time): RIR whois and ASN data by the NRO, CC
+ * BY 4.0 (docs/routing.md credits it). An operator may point `routing.geoip_path` at another
+ * country database (e.g. MaxMind GeoLite2 Country). Loaded once at start; a lookup is a walk of the
+ * database's search tree (~0.7 µs).
  */
 export class GeoCountry {
   readonly #reader: Reader<CountryResponse>;

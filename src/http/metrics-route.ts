@@ -11,8 +11,9 @@ export interface MetricsRouteOptions {
 }
 
 /**
- * `GET /metrics`: the exposition (§6), text 0.0.4 or OpenMetrics by `Accept`. Only registered when
- * `observability.metrics.prometheus_enabled` is true, so otherwise it is a plain 404.
+ * `GET /metrics`: the exposition (docs/telemetry.md#exposition-get-metrics), text 0.0.4 or
+ * OpenMetrics by `Accept`. Only registered when `observability.metrics.prometheus_enabled` is true,
+ * so otherwise it is a plain 404.
  */
 export function registerMetricsRoute(
   app: FastifyInstance,

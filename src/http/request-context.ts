@@ -8,7 +8,10 @@ import type { GeoCountry } from './geo-country.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** The inbound `X-Request-Id` when it is 1–128 of `[A-Za-z0-9._:-]`, otherwise a new UUID (§3). */
+/**
+ * The inbound `X-Request-Id` when it is 1–128 of `[A-Za-z0-9._:-]`, otherwise a new UUID
+ * (docs/telemetry.md#headers-every-response-2xx-3xx-404-errors-metrics).
+ */
 export function requestIdFrom(req: IncomingMessage): string {
   const inbound = req.headers['x-request-id'];
   return typeof inbound === 'string' && inbound.length <= 128 && REQUEST_ID.test(inbound)
@@ -19,8 +22,8 @@ export function requestIdFrom(req: IncomingMessage): string {
 /**
  * A new request id: a random (version 4) UUID, as `crypto.randomUUID` makes them. A per-process
  * prefix with a counter, in the version 8 layout, was tried and saved ~50–100 ns a request (0.3 %
- * of a redirect); but §3 says "a new UUID", and the validators clients use often take versions 1–5
- * only, so the id is the ordinary kind.
+ * of a redirect); but docs/telemetry.md promises a UUID, and the validators clients use often take
+ * versions 1–5 only, so the id is the ordinary kind.
  */
 export function newRequestId(): string {
   return randomUUID();
@@ -30,8 +33,9 @@ const kTrusted = Symbol('sluice.trustedPeer');
 
 /**
  * The client's country: what the configured header says, only when the direct peer is a trusted
- * proxy (decided once per connection), only an assigned ISO 3166-1 alpha-2 code (§3); and, for a
- * click without one, the country database by the client's address (§13).
+ * proxy (decided once per connection), only an assigned ISO 3166-1 alpha-2 code
+ * (docs/deployment.md#behind-a-reverse-proxy); and, for a click without one, the country database
+ * by the client's address (docs/routing.md#country).
  */
 export class CountryResolver {
   readonly #header: string;
@@ -89,9 +93,9 @@ export class CountryResolver {
   }
 
   /**
-   * What a trusted proxy's header says (§3): an assigned upper-case code, or undefined when there is
-   * no header, the peer is not a trusted proxy, or the value is malformed or means "unknown". This
-   * alone is `X-Client-Country-Code`.
+   * What a trusted proxy's header says (docs/deployment.md#behind-a-reverse-proxy): an assigned
+   * upper-case code, or undefined when there is no header, the peer is not a trusted proxy, or the
+   * value is malformed or means "unknown". This alone is `X-Client-Country-Code`.
    */
   fromHeader(req: IncomingMessage): string | undefined {
     const raw = req.headers[this.#header];
@@ -100,7 +104,10 @@ export class CountryResolver {
       : undefined;
   }
 
-  /** The client's country by its address, from the country database (`routing.geoip`, §13). */
+  /**
+   * The client's country by its address, from the country database (`routing.geoip`,
+   * docs/routing.md#country).
+   */
   byAddress(client: string | undefined): string | undefined {
     return this.#geo?.lookup(client);
   }

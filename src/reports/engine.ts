@@ -22,7 +22,7 @@ import {
 } from './schema.ts';
 import { offsetAt, offsetRuns, parseWhen } from './zoned-time.ts';
 
-/** A report row: its dimension keys, then the metrics of §15. */
+/** A report row: its dimension keys, then the metrics (docs/reports.md#the-metrics). */
 export type ReportRow = Record<string, string | number | null>;
 
 export interface Report {
@@ -59,8 +59,9 @@ const invalid = (path: string, message: string) =>
 const ratio = (a: number, b: number) => (b === 0 ? null : Math.round((a / b) * 1e6) / 1e6);
 
 /**
- * The metrics of §15 from sums; a ratio whose denominator is 0 is null, and so is every money
- * figure when `mixed` (the sums hold money in several currencies, which are never added up).
+ * The metrics (docs/reports.md#the-metrics) from sums; a ratio whose denominator is 0 is null, and
+ * so is every money figure when `mixed` (the sums hold money in several currencies, which are never
+ * added up).
  */
 export function metricsOf(s: ReportSums, mixed = false): Record<Metric, number | null> {
   const conversions = s.leads + s.sales;

@@ -21,7 +21,10 @@ export const COLUMN_OF: ReadonlyMap<Dimension, ReportColumn> = new Map(
   REPORT_COLUMNS.map((c) => [dimensionOf(c), c]),
 );
 
-/** Metrics of every row and of the totals (§15), in the order a CSV lists them. */
+/**
+ * Metrics of every row and of the totals (docs/reports.md#the-metrics), in the order a CSV lists
+ * them.
+ */
 export const METRICS = [
   'clicks',
   'uniques',
@@ -57,8 +60,9 @@ const When = Type.String({
   pattern: '^\\d{4}-\\d{2}-\\d{2}([T ]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?(Z|[+-]\\d{2}:?\\d{2})?)?$',
 });
 /**
- * What `sort.by` takes (§15: "a metric or dimension"): a metric, a dimension's name, or one of the
- * keys a dimension gives (`flow` sorts by `flow_slug`, `stream` by `stream_name`; see SORT_ALIASES).
+ * What `sort.by` takes (a metric or a dimension, docs/reports.md#the-query): a metric, a
+ * dimension's name, or one of the keys a dimension gives (`flow` sorts by `flow_slug`, `stream` by
+ * `stream_name`; see SORT_ALIASES).
  */
 const SORT_KEYS = [
   ...METRICS,
@@ -67,7 +71,7 @@ const SORT_KEYS = [
 /** The key a dimension whose name is not one of its keys sorts by: the name people read. */
 export const SORT_ALIASES: Readonly<Record<string, string>> = { flow: 'flow_slug', stream: 'stream_name' };
 
-/** `POST /acp/reports/query` (§15). */
+/** `POST /acp/reports/query` (docs/reports.md#the-query). */
 export const ReportQueryBody = Type.Object(
   {
     from: When,

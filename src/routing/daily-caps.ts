@@ -3,10 +3,11 @@ import type { ClickCounters } from './click-counters.ts';
 import { localTime } from './rules.ts';
 
 /**
- * One stream's daily cap (§13): the clicks of its current day in the flow's time zone are what
- * storage said after the last flush (every node's flushed clicks) plus what this node counted and
- * has not had acknowledged. Shared by every compiled version of the stream, so a recompile keeps
- * its counts. The hot path reads {@link reached} and calls {@link count}: a map lookup or two.
+ * One stream's daily cap (docs/routing.md#daily-caps): the clicks of its current day in the flow's
+ * time zone are what storage said after the last flush (every node's flushed clicks) plus what this
+ * node counted and has not had acknowledged. Shared by every compiled version of the stream, so a
+ * recompile keeps its counts. The hot path reads {@link reached} and calls {@link count}: a map
+ * lookup or two.
  */
 export class StreamCap {
   readonly streamId: string;

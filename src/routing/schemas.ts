@@ -75,7 +75,9 @@ const Currency = Type.String({
 });
 const TargetUrl = Text({ minLength: 1, maxLength: FLOW_LIMITS.targetUrlLength });
 const Order = lit(['asc', 'desc'] as const);
-/** `limit` of every keyset-paged ACP list (§4): 50 unless given, at most 500. */
+/**
+ * `limit` of every keyset-paged ACP list (docs/api.md#conventions): 50 unless given, at most 500.
+ */
 export const PageLimit = Type.Integer({ minimum: 1, maximum: 500, default: 50 });
 /** `cursor` of every keyset-paged ACP list: a `next_cursor`, base64url; the store checks its content. */
 export const PageCursor = Type.String({ minLength: 1, maxLength: 1024, pattern: '^[A-Za-z0-9_-]+$' });

@@ -17,7 +17,7 @@ import {
 import { type CompiledRule, localTime, rulePasses, type Visitor, WEEKDAYS } from './rules.ts';
 import { SLUG_PATTERN } from './validation.ts';
 
-/** `POST /acp/routing/simulate` (§16). */
+/** `POST /acp/routing/simulate` (docs/routing.md#simulator). */
 export const SimulateBody = Type.Object(
   {
     slug: Type.String({ pattern: SLUG_PATTERN }),
@@ -73,7 +73,7 @@ export interface Simulation {
     at: string;
     /**
      * The click's time where the flow's `weekday` and `hour` rules look at it: the flow's zone, the
-     * weekday and the hour (extension of §16); null for an unknown slug.
+     * weekday and the hour; null for an unknown slug.
      */
     local: { timezone: string; weekday: string; hour: number } | null;
   };
@@ -110,8 +110,9 @@ const describeRule = (r: CompiledRule, i: number) => {
 
 /**
  * The routing decision of `/go/:slug` for a described click, explained stream by stream and rule
- * by rule (§16). It calls the same `decide` and the same stream predicate (`refusal`) as the hot
- * path; nothing is counted, logged or remembered (uniqueness is looked at, not opened).
+ * by rule (docs/routing.md#simulator). It calls the same `decide` and the same stream predicate
+ * (`refusal`) as the hot path; nothing is counted, logged or remembered (uniqueness is looked at,
+ * not opened).
  */
 export async function simulate(deps: SimulatorDeps, input: SimulateInput): Promise<Simulation> {
   const at = input.at === undefined ? deps.clock.now() : Date.parse(input.at);
@@ -152,7 +153,7 @@ export async function simulate(deps: SimulatorDeps, input: SimulateInput): Promi
   /**
    * No stream takes the click: `routing.fallback_url` when /go sends the visitor there (an unknown
    * slug, a paused flow, no match, a bot on a `route` flow), else the 404 (a bot that `block` or
-   * `stream` leaves without a stream is never sent there, §13).
+   * `stream` leaves without a stream is never sent there, docs/routing.md#fallback-url).
    */
   const lost = (trace: TraceStep[], bot: boolean, fallback: boolean, reason: string | null): Simulation => {
     const to = fallback ? deps.fallbackUrl : undefined;

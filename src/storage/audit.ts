@@ -31,8 +31,9 @@ function auditId(now: number): string {
 }
 
 /**
- * The audit log (§17) over the shared SQL: rows stamped with this node's clock (the log record of
- * the same write carries the same instant), listed newest first with the click log's keyset paging.
+ * The audit log (docs/audit.md) over the shared SQL: rows stamped with this node's clock (the log
+ * record of the same write carries the same instant), listed newest first with the click log's
+ * keyset paging.
  */
 export class SqlAudit implements AuditStore {
   readonly #x: SqlExecutor;

@@ -264,7 +264,10 @@ export async function logPage<T extends { created_at: string }>(
 
 const ROLLUP_KEY = 'hour, flow_id, stream_id, country, device_type, os, browser, language, outcome';
 const ROLLUP_SUMS = ['clicks', 'uniques', 'bots', 'no_match', 'cost_micros'];
-/** A batch's clicks summed per UTC hour and report dimensions, added to `report_hours` (§15). */
+/**
+ * A batch's clicks summed per UTC hour and report dimensions, added to `report_hours`
+ * (docs/reports.md#how-it-is-computed-and-how-it-grows).
+ */
 const HOUR_ROLLUP = new BatchStatement({
   columns: [
     'timestamptz',

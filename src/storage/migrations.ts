@@ -445,8 +445,9 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     version: 8,
     name: 'audit log',
-    // Who changed what over the ACP (§17). Newest-first keyset pages on (created_at, id), alone or
-    // after an equality filter on operator, action or target; retention deletes by created_at.
+    // Who changed what over the ACP (docs/audit.md). Newest-first keyset pages on (created_at, id),
+    // alone or after an equality filter on operator, action or target; retention deletes by
+    // created_at.
     sqlite: `
       CREATE TABLE audit_log (
         id TEXT PRIMARY KEY,
@@ -484,7 +485,8 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 9,
     name: 'bots and uniques counted; flow forward_query',
     // Counters as the click counters flush them (#14): bots apart from clicks, uniques among the
-    // redirected clicks. forward_query is a routing option of the flow (§14), off by default.
+    // redirected clicks. forward_query is a routing option of the flow
+    // (docs/routing.md#forward_query), off by default.
     sqlite: `
       ALTER TABLE traffic_flows ADD COLUMN bots INTEGER NOT NULL DEFAULT 0;
       ALTER TABLE traffic_flows ADD COLUMN uniques INTEGER NOT NULL DEFAULT 0;
@@ -530,8 +532,8 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     version: 11,
     name: 'targeting: bot action, time zone and cost of a flow; redirect mode of a stream',
-    // §13. Rules live in the streams' filters JSON (no column). Cost per click in micro-units like
-    // every amount (src/storage/money.ts).
+    // Targeting (docs/routing.md#rules). Rules live in the streams' filters JSON (no column). Cost
+    // per click in micro-units like every amount (src/storage/money.ts).
     sqlite: `
       ALTER TABLE traffic_flows ADD COLUMN bot_action TEXT NOT NULL DEFAULT 'route' CHECK (bot_action IN ('route', 'block', 'stream'));
       ALTER TABLE traffic_flows ADD COLUMN timezone TEXT NOT NULL DEFAULT 'UTC';
@@ -550,7 +552,7 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     version: 12,
     name: 'stream daily caps',
-    // §13: `daily_cap` clicks per day in the flow's time zone (0: none). stream_days holds the
+    // `daily_cap` clicks per day in the flow's time zone (0: none). stream_days holds the
     // clicks per stream per local day, added to by every node's counter batch (idempotent with
     // it) and read back after each flush, so nodes sharing the database see each other's counts
     // within a flush interval. Rows of past days are not needed after the day; they are small.
@@ -584,11 +586,12 @@ export const MIGRATIONS: readonly Migration[] = [
   {
     version: 14,
     name: 'hourly click rollups for reports',
-    // §15 at scale: clicks summed per UTC hour × flow × stream × country × device × os × browser ×
-    // language × outcome, added to in the same transaction as each click batch (so idempotent with
-    // it) and kept `reports.retention_days`, longer than raw clicks. Reports that group by none of
-    // the sub-ids read these instead of scanning the click log. '' stands for "none" in the key
-    // (a primary key column cannot be NULL on PostgreSQL). Existing clicks are summed in here once.
+    // Reports at scale: clicks summed per UTC hour × flow × stream × country × device × os ×
+    // browser × language × outcome, added to in the same transaction as each click batch (so
+    // idempotent with it) and kept `reports.retention_days`, longer than raw clicks. Reports that
+    // group by none of the sub-ids read these instead of scanning the click log. '' stands for
+    // "none" in the key (a primary key column cannot be NULL on PostgreSQL). Existing clicks are
+    // summed in here once.
     sqlite: `
       CREATE TABLE report_hours (
         hour TEXT NOT NULL,

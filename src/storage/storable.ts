@@ -14,9 +14,9 @@ export const ID_PATTERN = '^[A-Za-z0-9-]{1,64}$';
 const ID = new RegExp(ID_PATTERN);
 
 /**
- * A click id (§11): 1–64 characters of `[A-Za-z0-9_-]`. Defined here once, where it is stored;
- * whoever makes click ids, and whoever takes one from outside (a postback, the ACP), checks it
- * against this.
+ * A click id (docs/clicks.md#click-ids): 1–64 characters of `[A-Za-z0-9_-]`. Defined here once,
+ * where it is stored; whoever makes click ids, and whoever takes one from outside (a postback, the
+ * ACP), checks it against this.
  */
 export const CLICK_ID_PATTERN = '^[A-Za-z0-9_-]{1,64}$';
 const CLICK_ID = new RegExp(CLICK_ID_PATTERN);
@@ -81,7 +81,7 @@ export function storableText(text: string | null): string | null {
 }
 
 /**
- * The first `max` characters of `text` (Unicode code points, as §11 counts a sub-id's 256): a
+ * The first `max` characters of `text` (Unicode code points, as a sub-id's 256 are counted): a
  * pair of UTF-16 surrogates is one character and is never cut in two. Text no longer than `max`
  * UTF-16 units is returned as it is, without a walk.
  */

@@ -31,14 +31,17 @@ export type StreamType = 'forced' | 'regular' | 'default';
 export type StreamStatus = 'active' | 'paused';
 export type RedirectCode = 301 | 302 | 303 | 307;
 
-/** One targeting rule of a stream (§13); checked and compiled by routing (src/routing/rules.ts). */
+/**
+ * One targeting rule of a stream (docs/routing.md#rules); checked and compiled by routing
+ * (src/routing/rules.ts).
+ */
 export interface TargetingRule {
   field: string;
   op: 'is' | 'is_not';
   values: (string | boolean)[];
 }
 
-/** A stream's filters (§8, §13): country lists, and rules joined by `logic` [and]. */
+/** A stream's filters (docs/routing.md#rules): country lists, and rules joined by `logic` [and]. */
 export interface StreamFilters {
   countries_include?: string[];
   countries_exclude?: string[];
@@ -47,34 +50,37 @@ export interface StreamFilters {
 }
 /** The filters as #3 knew them: country lists only (still valid). */
 export type CountryFilters = StreamFilters;
-/** What a flow does with bots (§13). */
+/** What a flow does with bots (docs/routing.md#bots). */
 export type BotAction = 'route' | 'block' | 'stream';
-/** How a stream sends the browser on (§13). */
+/** How a stream sends the browser on (docs/routing.md#redirect-modes). */
 export type RedirectMode = 'http' | 'meta_refresh' | 'js';
 
-/** A traffic flow (§8) with its persisted counters and optimistic-concurrency version. */
+/**
+ * A traffic flow (docs/routing.md#flows-and-streams) with its persisted counters and
+ * optimistic-concurrency version.
+ */
 export interface FlowRecord {
   id: string;
   slug: string;
   name: string;
   status: FlowStatus;
   rotation: Rotation;
-  /** Append the incoming query string to the target's (§14). */
+  /** Append the incoming query string to the target's (docs/routing.md#forward_query). */
   forward_query: boolean;
-  /** What bots get (§13): routed like people, blocked (404), or only streams that accept them. */
+  /** What bots get: routed like people, blocked (404), or only streams that accept them. */
   bot_action: BotAction;
-  /** IANA time zone of the flow's `weekday`/`hour` rules and daily caps (§13). */
+  /** IANA time zone of the flow's `weekday`/`hour` rules and daily caps. */
   timezone: string;
-  /** Cost of each non-bot click (§13), a decimal in `currency`. */
+  /** Cost of each non-bot click, a decimal in `currency`. */
   cost_per_click: number;
   /** ISO 4217 code of `cost_per_click`. */
   currency: string;
   /** Non-bot clicks a stream took (redirected). */
   clicks: number;
   no_match: number;
-  /** Bot clicks (§11): answered and logged, never in `clicks` or `no_match`. */
+  /** Bot clicks: answered and logged, never in `clicks` or `no_match`. */
   bots: number;
-  /** Redirected non-bot clicks that were unique (§11); never more than `clicks`. */
+  /** Redirected non-bot clicks that were unique; never more than `clicks`. */
   uniques: number;
   last_click_at: string | null;
   version: number;
@@ -82,7 +88,7 @@ export interface FlowRecord {
   updated_at: string;
 }
 
-/** A stream (§8) with its persisted counters and optimistic-concurrency version. */
+/** A stream with its persisted counters and optimistic-concurrency version. */
 export interface StreamRecord {
   id: string;
   flow_id: string;
@@ -94,12 +100,12 @@ export interface StreamRecord {
   filters: StreamFilters;
   target_url: string;
   redirect_code: RedirectCode;
-  /** `http` (status and Location), or a 200 page that moves on by `meta_refresh` or `js` (§13). */
+  /** `http` (status and Location), or a 200 page that moves on by `meta_refresh` or `js`. */
   redirect_mode: RedirectMode;
-  /** Clicks per day in the flow's time zone after which the stream is skipped; 0: no cap (§13). */
+  /** Clicks per day in the flow's time zone after which the stream is skipped; 0: no cap. */
   daily_cap: number;
   hits: number;
-  /** Hits that were unique clicks (§11); never more than `hits`. */
+  /** Hits that were unique clicks; never more than `hits`. */
   uniques: number;
   last_hit_at: string | null;
   /** Result of the last `targets.check`: reachable (`ok`), `unreachable`, or never checked (null). */
@@ -241,20 +247,23 @@ export interface CounterBatch {
     uniques?: number;
     last_click_at: string;
   }[];
-  /** Clicks per stream per local day, for daily caps (§13); absent: none. */
+  /** Clicks per stream per local day, for daily caps; absent: none. */
   days?: { stream_id: string; day: string; clicks: number }[];
 }
 
 export const CLICK_OUTCOMES = ['redirect', 'no_match', 'bot'] as const;
 export const DEVICE_TYPES = ['desktop', 'mobile', 'tablet', 'other'] as const;
-/** §12's statuses: the configuration's list (`postback.statuses` maps a network's values to them). */
+/**
+ * The postback statuses (docs/clicks.md#postbacks): the configuration's list (`postback.statuses`
+ * maps a network's values to them).
+ */
 export const CONVERSION_STATUSES = POSTBACK_STATUSES;
 export type ClickOutcome = (typeof CLICK_OUTCOMES)[number];
 export type DeviceType = (typeof DEVICE_TYPES)[number];
 export type ConversionStatus = (typeof CONVERSION_STATUSES)[number];
 
 /**
- * A click as the hot path hands it to the click log: the §11 record in the compact form that a
+ * A click as the hot path hands it to the click log: the stored record in the compact form that a
  * buffer holds cheaply (a timestamp as a number, the sub-ids as one array or null, strings such as
  * os and browser shared with the user-agent cache). The node id is the batch's, not the row's.
  */
@@ -281,7 +290,7 @@ export interface NewClick {
   ip_prefix: string | null;
 }
 
-/** A stored click (§11), as `/acp/clicks/get` and `/acp/clicks/list` show it. */
+/** A stored click, as `/acp/clicks/get` and `/acp/clicks/list` show it. */
 export interface ClickRecord extends SubIds {
   click_id: string;
   flow_id: string;
@@ -400,7 +409,10 @@ export interface ClickStore {
   deleteOlderThan(before: string, opts?: ChunkedDelete): Promise<number>;
 }
 
-/** A (flow, visitor) pair first seen by a node: the start of its uniqueness window (§11). */
+/**
+ * A (flow, visitor) pair first seen by a node: the start of its uniqueness window
+ * (docs/clicks.md#uniqueness).
+ */
 export interface Sighting {
   flow_id: string;
   /** The visitor key: a 52-bit integer (src/clicks/visitor-key.ts). */
@@ -423,9 +435,10 @@ export interface SightingPage {
 }
 
 /**
- * First sightings nodes sharing a database tell each other, so they agree on uniques (§11). Each
- * node adds its own and reads everybody else's after its cursor; each row is read once by each
- * reader, in commit order, however concurrent inserts interleave.
+ * First sightings nodes sharing a database tell each other, so they agree on uniques
+ * (docs/clicks.md#across-nodes). Each node adds its own and reads everybody else's after its
+ * cursor; each row is read once by each reader, in commit order, however concurrent inserts
+ * interleave.
  */
 export interface SightingStore {
   /** Adds this node's sightings in one statement; returns how many. */
@@ -444,7 +457,7 @@ export interface SightingStore {
   prune(before: number, opts?: ChunkedDelete): Promise<number>;
 }
 
-/** A postback's values (§12). */
+/** A postback's values. */
 export interface ConversionInput {
   click_id: string;
   /** Absent (null or empty): one conversion per click. */
@@ -456,9 +469,10 @@ export interface ConversionInput {
 }
 
 /**
- * A conversion (§12): one per (click_id, txid), with its latest status and payout, the number of
- * postbacks that set it, and the attribution of its click copied in (the click may be deleted by
- * retention long before its conversions are; reports read conversions without a join).
+ * A conversion (docs/clicks.md#postbacks): one per (click_id, txid), with its latest status and
+ * payout, the number of postbacks that set it, and the attribution of its click copied in (the
+ * click may be deleted by retention long before its conversions are; reports read conversions
+ * without a join).
  */
 export interface ConversionRecord extends SubIds {
   conversion_id: string;
@@ -509,7 +523,10 @@ export interface ConversionStore {
   sumsBy(column: 'flow_id' | 'stream_id', ids: readonly string[]): Promise<Map<string, ConversionSums>>;
 }
 
-/** What one audited ACP write says (§17): who, what, on what, in which request. */
+/**
+ * What one audited ACP write says (docs/audit.md#what-is-audited): who, what, on what, in which
+ * request.
+ */
 export interface AuditEntry {
   /** The operator's name (a configured or a stored one). */
   operator: string;
@@ -550,9 +567,9 @@ export interface AuditStore {
 
 /**
  * What a flow or stream earned (flows and streams lists): `conversions` counts leads and sales
- * (rejected ones count in neither, as in reports, §15); `revenue` is their payout summed per
- * currency, keys in alphabetical order (`{}` when none): amounts in different currencies are never
- * added together, and no exchange rate is assumed.
+ * (rejected ones count in neither, as in reports, docs/reports.md#the-metrics); `revenue` is their
+ * payout summed per currency, keys in alphabetical order (`{}` when none): amounts in different
+ * currencies are never added together, and no exchange rate is assumed.
  */
 export interface ConversionSums {
   conversions: number;
@@ -575,8 +592,10 @@ export interface Aggregates {
   traffic_flows: { total: number; active: number };
 }
 
-/** The `db` section of system metrics (§5). */
-/** The `db` section (§5), typed with the other sections in telemetry. */
+/** The `db` section of system metrics. */
+/**
+ * The `db` section (docs/telemetry.md#system-metrics), typed with the other sections in telemetry.
+ */
 export type { DbSection };
 
 /**
@@ -597,15 +616,15 @@ export interface Storage {
   readonly streams: StreamStore;
   /** Leader lease (PostgreSQL), node registry and the journal of leader-task runs. */
   readonly cluster: ClusterStore;
-  /** The click log (§11). */
+  /** The click log (docs/clicks.md#the-click-log-srcclicksclick-logts). */
   readonly clicks: ClickStore;
-  /** Conversions from postbacks (§12). */
+  /** Conversions from postbacks (docs/clicks.md#postbacks). */
   readonly conversions: ConversionStore;
-  /** Who changed what over the ACP (§17). */
+  /** Who changed what over the ACP (docs/audit.md). */
   readonly audit: AuditStore;
-  /** First sightings of visitors that nodes share for uniqueness (§11). */
+  /** First sightings of visitors that nodes share for uniqueness (docs/clicks.md#across-nodes). */
   readonly sightings: SightingStore;
-  /** Grouped sums over the click log and the conversions (§15). */
+  /** Grouped sums over the click log and the conversions (docs/reports.md). */
   readonly reports: ReportStore;
   /** Applies pending versioned migrations; idempotent and safe when nodes start together. */
   migrate(): Promise<void>;
@@ -636,7 +655,10 @@ export interface Storage {
   pruneAppliedBatches(before: string): Promise<number>;
   /** The totals, one small read whatever the number of rows. */
   aggregates(): Promise<Aggregates>;
-  /** Clicks counted so far on these (stream, local day) pairs by every node (daily caps, §13). */
+  /**
+   * Clicks counted so far on these (stream, local day) pairs by every node
+   * (docs/routing.md#daily-caps).
+   */
   streamDays(pairs: readonly { stream_id: string; day: string }[]): Promise<Map<string, number>>;
   /** Announces that a flow's routing data changed, to every node sharing the database. */
   publishInvalidation(slug: string): Promise<void>;

@@ -14,10 +14,11 @@ export interface ClicksRetentionDeps {
 }
 
 /**
- * `clicks.retention` (§11, task `clicks_retention`): deletes the clicks created more than
- * `clicks.retention_days` before the run started, oldest first, in short chunks that stop when the
- * run's signal fires (its timeout, a step-down, a graceful stop); what went stays gone, and the
- * next run carries on. Conversions keep their copy of the click's attribution and stay.
+ * `clicks.retention` (task `clicks_retention`, docs/clicks.md#retention): deletes the clicks
+ * created more than `clicks.retention_days` before the run started, oldest first, in short chunks
+ * that stop when the run's signal fires (its timeout, a step-down, a graceful stop); what went
+ * stays gone, and the next run carries on. Conversions keep their copy of the click's attribution
+ * and stay.
  *
  * Not fenced: the delete is idempotent and a function of the cut-off alone, so a deposed leader
  * still deleting (between chunks, until its signal fires at the step-down) removes only rows the

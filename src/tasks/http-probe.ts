@@ -3,9 +3,9 @@ import type { TaskContext } from '../cron/index.ts';
 import type { HttpClient } from '../http-client/index.ts';
 
 /**
- * `http.probe`: a synthetic check of an external dependency through the HTTP client (§10); a run
- * fails on an unexpected status, an error or a timeout. Header values are secrets: the client is
- * told so, and never logs or captures them.
+ * `http.probe`: a synthetic check of an external dependency through the HTTP client
+ * (docs/http-client.md); a run fails on an unexpected status, an error or a timeout. Header values
+ * are secrets: the client is told so, and never logs or captures them.
  */
 export function httpProbe(
   name: string,

@@ -12,10 +12,10 @@ export interface ReportsRetentionDeps {
 }
 
 /**
- * `reports.retention` (§15, task `reports_retention`): deletes the hourly rollups of hours more
- * than `reports.retention_days` before the run started, an hour at a time, stopping when the run's
- * signal fires; the next run carries on. Not fenced, for the reason `clicks.retention` is not: the
- * delete is a function of the cut-off alone.
+ * `reports.retention` (task `reports_retention`, docs/reports.md#bounds): deletes the hourly
+ * rollups of hours more than `reports.retention_days` before the run started, an hour at a time,
+ * stopping when the run's signal fires; the next run carries on. Not fenced, for the reason
+ * `clicks.retention` is not: the delete is a function of the cut-off alone.
  */
 export function reportsRetention(deps: ReportsRetentionDeps): (ctx: TaskContext) => Promise<void> {
   return async ({ signal, log }) => {

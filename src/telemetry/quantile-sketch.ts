@@ -145,10 +145,10 @@ export class QuantileSketch {
   }
 
   /**
-   * The nearest-rank quantile (contract §17): the smallest recorded value that at least a share q
-   * of the samples do not exceed, i.e. the value of rank ⌈q·n⌉ (1-based) in sorted order — so p95
-   * of one sample is that sample and of two the larger. Within the sketch's relative accuracy,
-   * exact at the extreme ranks, and never outside [min, max]. 0 when empty.
+   * The nearest-rank quantile (docs/telemetry.md#p95): the smallest recorded value that at least a
+   * share q of the samples do not exceed, i.e. the value of rank ⌈q·n⌉ (1-based) in sorted order —
+   * so p95 of one sample is that sample and of two the larger. Within the sketch's relative
+   * accuracy, exact at the extreme ranks, and never outside [min, max]. 0 when empty.
    */
   quantile(q: number): number {
     const n = this.#count;

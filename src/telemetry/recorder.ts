@@ -21,7 +21,7 @@ export function outcomeOf(status: number): Outcome {
   return status >= 500 ? SERVER_ERROR : status >= 400 ? CLIENT_ERROR : OK;
 }
 
-/** The last few minutes of a recorder (§17 `recent`). */
+/** The last few minutes of a recorder (`recent`, docs/telemetry.md#recent-windows). */
 export interface RecentEntry {
   window_s: number;
   count: number;
@@ -31,7 +31,10 @@ export interface RecentEntry {
   p95_ms: number;
 }
 
-/** The seed's recorder entry, with the §17 split of errors and the recent window. */
+/**
+ * The seed's recorder entry, with its errors split into client and server ones and the recent
+ * window.
+ */
 export interface RecorderEntry {
   count: number;
   errors: number;
@@ -170,7 +173,7 @@ export class Recorder {
 
   /**
    * Sum of the recorded durations in ms, to the microsecond: the JSON's `duration_ms_sum` and every
-   * exposition `_sum` print this same number (§6: the two views never disagree). Rounded when read,
+   * exposition `_sum` print this same number (the two views never disagree). Rounded when read,
    * not when recorded: `record()` is on every request's path and has a 50 ns budget.
    */
   get sum(): number {

@@ -1,7 +1,8 @@
 /**
- * The sections of the system metrics object (§5) that capabilities provide, typed once here: each
- * provider (storage, routing, cron, the click log) returns its type, `Telemetry.setSection` takes
- * only a provider of the right one, and the doctor and the console read them typed.
+ * The sections of the system metrics object (docs/telemetry.md#system-metrics) that capabilities
+ * provide, typed once here: each provider (storage, routing, cron, the click log) returns its type,
+ * `Telemetry.setSection` takes only a provider of the right one, and the doctor and the console
+ * read them typed.
  */
 
 /** The routing cache (`cache` of docs/telemetry.md#system-metrics). */
@@ -18,7 +19,7 @@ export interface CacheSection {
   stale: { entries: number; max_entries: number; served: number };
 }
 
-/** Storage (§5 `db`); `driver` is `none` until storage is wired. */
+/** Storage (`db`); `driver` is `none` until storage is wired. */
 export interface DbSection {
   driver: 'sqlite' | 'postgres' | 'none';
   status: 'up' | 'down';
@@ -36,20 +37,20 @@ export interface DbSection {
   checkpoints: { runs: number; failures: number; backlog_pages: number; last_error: string | null } | null;
 }
 
-/** One cron task (§5 `tasks.<name>`). */
+/** One cron task (`tasks.<name>`). */
 export interface TaskSectionEntry {
   runs: number;
   failures: number;
   running: boolean;
   p95_duration_ms: number;
-  /** §17: runs that finished in the last hour; 0 when none did. */
+  /** Runs that finished in the last hour; 0 when none did. */
   p95_last_hour: number;
   last_duration_ms: number | null;
   last_error: string | null;
 }
 export type TasksSection = Record<string, TaskSectionEntry>;
 
-/** §5 `streams`: totals from storage, hits and uniques of this node since it started. */
+/** `streams`: totals from storage, hits and uniques of this node since it started. */
 export interface StreamsSection {
   total: number;
   active: number;
@@ -57,7 +58,7 @@ export interface StreamsSection {
   uniques: number;
 }
 
-/** §5 `traffic_flows` (§11: `bots`, `uniques`; extension: `without_default_stream`). */
+/** `traffic_flows` (with `bots`, `uniques` and `without_default_stream`). */
 /** One slug `/go` was asked for that routes nowhere (no flow has it, or its flow is paused). */
 export interface SlugMiss {
   slug: string;
@@ -93,7 +94,10 @@ export interface FlowsSection {
   };
 }
 
-/** The click log of this node (an extension of §5; §11 "never silent"). */
+/**
+ * The click log of this node (never silent about what it drops or holds:
+ * docs/clicks.md#the-click-log-srcclicksclick-logts).
+ */
 export interface ClicksSection {
   /** Clicks in the buffer, not yet cut into a batch (gauge). */
   buffered: number;
@@ -129,7 +133,7 @@ export interface UniquenessSection {
 }
 
 /**
- * How this node authenticates postbacks (an extension of §5; docs/clicks.md#postback-keys): the
+ * How this node authenticates postbacks (docs/clicks.md#postback-keys): the
  * doctor's procedure 6 reads it, a node that takes postbacks without a key is a finding.
  */
 export interface PostbacksSection {

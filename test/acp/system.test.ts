@@ -36,7 +36,7 @@ describe('POST /acp/system/metrics', () => {
     return (await res.json()) as SystemMetrics & Record<string, unknown>;
   };
 
-  test('has every section of §5 and version when set', async () => {
+  test('has every section of the system metrics and version when set', async () => {
     const m = await metrics();
     assert.deepEqual(Object.keys(m).sort(), [...SECTIONS, 'version'].sort());
     assert.equal(m.version, '1.2.3');
@@ -399,7 +399,7 @@ describe('health', () => {
   });
 });
 
-describe('faults apart from noise (§17)', () => {
+describe('faults apart from noise', () => {
   test('4xx and 5xx are counted apart, in the totals, the recent window and the exposition', async () => {
     const t = await startTestNode();
     try {

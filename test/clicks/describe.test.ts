@@ -14,7 +14,7 @@ const describer = (clock = new ManualClock()) =>
     shareUniqueness: false,
   });
 
-describe('describing a click (§11)', () => {
+describe('describing a click', () => {
   test('a person on an iPhone: every fact the click record takes from the request', () => {
     const facts = describer().describe(
       'flow-1',

@@ -11,7 +11,7 @@ import {
 } from '../../src/clicks/index.ts';
 import { SUB_ID_MAX_LENGTH } from '../../src/storage/index.ts';
 
-describe('language: the preferred Accept-Language entry (§13)', () => {
+describe('language: the preferred Accept-Language entry', () => {
   const cases: [string | undefined, string | null][] = [
     ['de-DE,de;q=0.9,en-US;q=0.8,en;q=0.7', 'de'],
     ['en-US', 'en'],
@@ -58,7 +58,7 @@ function reference(header: string): string | null {
   return url.hostname.length > 0 && url.hostname.length <= 253 ? url.hostname : null;
 }
 
-describe('referrer host (§13)', () => {
+describe('referrer host', () => {
   const cases: [string | undefined, string | null][] = [
     ['https://www.Google.com/search?q=x', 'www.google.com'],
     ['http://facebook.com', 'facebook.com'],
@@ -104,7 +104,7 @@ describe('referrer host (§13)', () => {
   });
 });
 
-describe('sub-ids (§11)', () => {
+describe('sub-ids', () => {
   test('absent or empty: null; repeated: the first value', () => {
     assert.equal(subValue(undefined), null);
     assert.equal(subValue(''), null);
@@ -146,7 +146,7 @@ describe('sub-ids (§11)', () => {
   });
 });
 
-describe('IP prefix (§11)', () => {
+describe('IP prefix', () => {
   const cases: [string | undefined, string | null][] = [
     ['203.0.113.77', '203.0.113.0/24'],
     ['10.1.2.3', '10.1.2.0/24'],

@@ -271,7 +271,7 @@ describe('two real nodes on one PostgreSQL schema exchange sightings on their ow
 
 test('a SQLite node restarted on its file still knows who clicked: a returning visitor is not unique', async () => {
   // The node forgot every open window when it stopped: each visitor who came back after a restart
-  // was counted unique again (§11), where a PostgreSQL node, which loads its sightings, was not.
+  // was counted unique again, where a PostgreSQL node, which loads its sightings, was not.
   const dir = mkdtempSync(join(tmpdir(), 'sluice-uniq-'));
   const yaml = `storage:\n  sqlite:\n    path: ${join(dir, 'sluice.db')}\n`;
   const visitor = { 'user-agent': CHROME, 'x-forwarded-for': '198.51.100.23' };

@@ -19,7 +19,7 @@ const window = (
     share: options.share ?? false,
   });
 
-describe('uniqueness (§11)', () => {
+describe('uniqueness', () => {
   test('the first click of a visitor on a flow is unique; the next ones within the TTL are not', () => {
     const clock = new ManualClock();
     const u = window(clock);

@@ -12,7 +12,7 @@ import { USER_AGENTS as UA, VISITOR_SECRET } from '../helpers/user-agents.ts';
 /** What a click shows of a classification (the visitor seed has tests of its own). */
 const shown = ({ visitor_seed: _, ...rest }: UserAgentInfo) => rest;
 
-describe('user agent classification (§11, §13)', () => {
+describe('user agent classification', () => {
   const cases: [keyof typeof UA, string, string | null, string | null, boolean][] = [
     // name, device_type, os, browser, is_bot
     ['chromeWindows', 'desktop', 'Windows', 'Chrome', false],

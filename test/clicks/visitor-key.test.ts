@@ -11,7 +11,7 @@ import {
 import { startTestNode, type TestNode } from '../helpers/node.ts';
 import { USER_AGENTS as UA, VISITOR_SECRET } from '../helpers/user-agents.ts';
 
-describe('visitor key (§11)', () => {
+describe('visitor key', () => {
   test('the same address and user agent give the same key: a 52-bit integer, on any node', () => {
     const a = visitorKey('203.0.113.7', UA.safariIphone, VISITOR_SECRET);
     assert.equal(visitorKey('203.0.113.7', UA.safariIphone, VISITOR_SECRET), a);
@@ -80,7 +80,7 @@ describe('visitor key (§11)', () => {
   });
 });
 
-describe('the visitor-key secret of a node (§11)', () => {
+describe('the visitor-key secret of a node', () => {
   test('from the configuration when set (never stored), else made once and kept in the database', async () => {
     const ua = UA.chromeWindows;
     const sighted = async (node: TestNode) => {

@@ -19,7 +19,7 @@ const load = (files: Record<string, string>, env: NodeJS.ProcessEnv = {}, mode =
   loadConfig({ configDir: configDir(files), mode, env });
 
 describe('configuration loader', () => {
-  test('defaults come from the schema (the contract §2 values)', () => {
+  test('defaults come from the schema (docs/configuration.md#keys)', () => {
     const { config } = load({ 'config.m.yml': '' });
     assert.equal(config.app.name, 'sluice');
     assert.equal(config.app.server.port, 8080);
@@ -134,13 +134,13 @@ describe('configuration loader', () => {
 
   const refused: [string, Record<string, string>, NodeJS.ProcessEnv, RegExp][] = [
     [
-      "a postback alias named like one of §12's parameters (it would reread every network's)",
+      "a postback alias named like one of the standard parameters (it would reread every network's)",
       { 'config.m.yml': 'postback:\n  aliases: { click_id: txid }\n' },
       {},
       /^config: postback\.aliases\.click_id in .*: click_id is a postback parameter of its own/,
     ],
     [
-      "a postback status value that is one of §12's",
+      'a postback status value that is a standard one',
       { 'config.m.yml': 'postback:\n  statuses: { Sale: rejected }\n' },
       {},
       /^config: postback\.statuses\.Sale in .*: sale is a status of its own/,

@@ -158,7 +158,7 @@ describe('web console in a browser', { skip }, () => {
       (await page.textContent('[data-testid=overview-checkpoints]')) ?? '',
       /^[\d,]+ \/ 0 \/ [\d,]+ pages$/,
     );
-    // The cluster's nodes (contract §17): this single node, the leader, alive.
+    // The cluster's nodes (docs/api.md#acp-cluster): this single node, the leader, alive.
     const me = `section[aria-label="Cluster nodes"] tr:has(code:text-is("${t.node.serverId}"))`;
     await page.waitForSelector(me);
     assert.equal(await page.textContent(`${me} td[data-label=Role]`), 'leader');

@@ -19,7 +19,7 @@ function problems(query: unknown, body?: unknown): Record<string, string> {
   assert.fail('postback was accepted');
 }
 
-describe('postback parameters (§12)', () => {
+describe('postback parameters', () => {
   test('defaults: status sale, payout 0, currency USD, no txid', () => {
     assert.deepEqual(parsePostback({ click_id: 'abc_DEF-123' }, undefined), {
       click_id: 'abc_DEF-123',

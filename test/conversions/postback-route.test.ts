@@ -32,7 +32,7 @@ async function nodeWithClicks(yaml: string | undefined, clickIds: string[]): Pro
   return t;
 }
 
-describe('postbacks (§12) on a node', () => {
+describe('postbacks on a node', () => {
   let t: TestNode;
   before(async () => {
     t = await startTestNode();
@@ -354,7 +354,7 @@ describe("postbacks in a network's own words (postback.aliases, postback.statuse
   });
   after(() => t.close());
 
-  test("Keitaro's subid and a network's status values read as §12's; §12's own names still win", async () => {
+  test("Keitaro's subid and a network's status values read as the standard names, which still win", async () => {
     const approved = await call(t, `/postback?subid=dialect-1&status=APPROVED&sum=12.5&tid=T1&secret=${key}`);
     assert.equal(approved.status, 200, JSON.stringify(approved.body));
     assert.deepEqual([approved.body.click_id, approved.body.status], ['dialect-1', 'sale']);
@@ -363,7 +363,7 @@ describe("postbacks in a network's own words (postback.aliases, postback.statuse
     const [conv, ...rest] = await t.node.storage.conversions.ofClick('dialect-1');
     assert.deepEqual(rest, []);
     assert.deepEqual([conv?.status, conv?.payout, conv?.txid, conv?.postbacks], ['rejected', 0, 'T1', 2]);
-    // Both names sent: §12's is the one read.
+    // Both names sent: the standard one is read.
     const both = await call(t, `/postback?click_id=dialect-2&subid=dialect-1&status=pending&key=${key}`);
     assert.deepEqual([both.body.click_id, both.body.status], ['dialect-2', 'lead']);
     // A value the map does not know is refused, naming what is accepted.
@@ -376,7 +376,7 @@ describe("postbacks in a network's own words (postback.aliases, postback.statuse
   });
 });
 
-describe('postbacks without a dialect keep §12 as written', () => {
+describe('postbacks without a dialect keep the standard parameters as written', () => {
   let t: TestNode;
   before(async () => {
     t = await nodeWithClicks(undefined, ['plain-1']);

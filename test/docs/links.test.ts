@@ -76,3 +76,41 @@ test("the docs run the project's Node: `npx node …`, never a bare `node` that 
   );
   assert.deepEqual(bare, []);
 });
+
+/** The sources a maintainer reads: TypeScript everywhere, and the console's browser modules. */
+function sourceFiles(): string[] {
+  const out: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(join(ROOT, dir), { withFileTypes: true })) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) walk(path);
+      else if (/\.(?:ts|js|mjs)$/.test(entry.name)) out.push(path);
+    }
+  };
+  for (const dir of ['src', 'test', 'bench', 'soak']) walk(dir);
+  return out;
+}
+
+test('the sources stand alone too: no `§N` of the contract (an RFC section is fine)', () => {
+  const section = new RegExp(`^.*${'\u00a7'}\\s?\\d.*$`, 'gm');
+  const cited = sourceFiles().flatMap((file) =>
+    [
+      ...readFileSync(join(ROOT, file), 'utf8')
+        .replace(/RFC \d+ \u00a7[\d.]+/g, 'RFC')
+        .matchAll(section),
+    ].map((m) => `${file}: ${m[0].trim()}`),
+  );
+  assert.deepEqual(cited, []);
+});
+
+test('every docs/<file>.md#anchor a source cites names a file and a heading that exist', () => {
+  const broken: string[] = [];
+  for (const file of sourceFiles()) {
+    for (const m of readFileSync(join(ROOT, file), 'utf8').matchAll(/\bdocs\/([\w.-]+\.md)(?:#([\w-]+))?/g)) {
+      const to = `docs/${m[1]!}`;
+      if (!existsSync(join(ROOT, to))) broken.push(`${file}: ${m[0]} (no file)`);
+      else if (m[2] !== undefined && !anchorsOf(to).has(m[2])) broken.push(`${file}: ${m[0]}`);
+    }
+  }
+  assert.deepEqual(broken, []);
+});

@@ -2,8 +2,8 @@ import { connect, type Socket } from 'node:net';
 
 /**
  * Clients stalled mid-request: each connects to the node at `url`, sends half a request head for
- * `path`, then nothing. A graceful stop must close them at its deadline rather than wait on them
- * (§17). The caller destroys the sockets when done.
+ * `path`, then nothing. A graceful stop must close them at its deadline rather than wait on them.
+ * The caller destroys the sockets when done.
  */
 export async function stallClients(url: string, n: number, path = '/go/stalled'): Promise<Socket[]> {
   const { hostname, port } = new URL(url);

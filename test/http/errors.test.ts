@@ -9,8 +9,8 @@ interface ErrorBody {
 }
 
 /**
- * Each error path of §7: the status, the contract code in the body, and exactly one `api error`
- * record with the same request id, the real status and the underlying cause.
+ * Each error path of docs/errors.md: the status, the contract code in the body, and exactly one
+ * `api error` record with the same request id, the real status and the underlying cause.
  */
 describe('API errors: body and exactly one log record each', () => {
   let t: TestNode;
@@ -220,7 +220,7 @@ describe('API errors: body and exactly one log record each', () => {
     await expectApiError(await fetch(`${t.url}/go/`, { method: 'POST' }), 404, 'resource.not_found');
   });
 
-  test('HEAD /postback is 405: only GET and POST record conversions (§12)', async () => {
+  test('HEAD /postback is 405: only GET and POST record conversions', async () => {
     const res = await fetch(`${t.url}/postback?click_id=x&txid=head`, { method: 'HEAD' });
     assert.equal(res.status, 405);
     assert.equal(res.headers.get('allow'), 'GET, POST');

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startTestNode, type TestNode, UUID } from '../helpers/node.ts';
 
-describe('tracing headers on every response (§3)', () => {
+describe('tracing headers on every response', () => {
   let t: TestNode;
   let viewer: string;
   before(async () => {

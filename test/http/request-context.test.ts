@@ -14,7 +14,7 @@ const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f
 
 const req = (headers: Record<string, string>) => ({ headers }) as unknown as IncomingMessage;
 
-describe('request ids (§3)', () => {
+describe('request ids', () => {
   test('a new id is a random (version 4) UUID, and 100,000 of them are distinct', () => {
     const ids = new Set<string>();
     for (let i = 0; i < 100_000; i++) {
@@ -33,7 +33,7 @@ describe('request ids (§3)', () => {
   });
 });
 
-describe('country codes (§3, §13)', () => {
+describe('country codes', () => {
   const cases: [string, string | undefined][] = [
     ['DE', 'DE'],
     ['de', 'DE'],

@@ -27,7 +27,7 @@ interface Sent {
 }
 
 for (const backend of BACKENDS) {
-  describe(`reports on ${backend.name} (§15)`, async () => {
+  describe(`reports on ${backend.name}`, async () => {
     const available = await backend.available();
     const it = (name: string, fn: () => Promise<void>) =>
       test(name, { skip: !available && `${backend.name} unavailable` }, fn);
@@ -148,7 +148,7 @@ for (const backend of BACKENDS) {
       assert.equal(r.rows[0]!.country, 'DE', 'sorted by clicks, then country');
     });
 
-    it('sort.by takes a dimension by its name (§15): flow by its slug, stream by its name', async () => {
+    it('sort.by takes a dimension by its name: flow by its slug, stream by its name', async () => {
       for (const order of ['asc', 'desc'] as const) {
         const byFlow = await report({ group_by: ['flow'], sort: { by: 'flow', order } });
         const slugs = byFlow.rows.map((r) => String(r.flow_slug));
@@ -354,7 +354,7 @@ for (const backend of BACKENDS) {
       await click('rep-eur', { country: 'DE', ua: CHROME, ip: '203.0.113.50' });
       await t.node.clickLog.persist();
       // Money in two currencies is never added up: the report still counts, its money is null,
-      // and it names the currencies (a refusal answered nothing to a question §15 allows).
+      // and it names the currencies (a refusal answered nothing to a question the docs allow).
       const mixed = await report({ group_by: ['flow'] });
       assert.equal(mixed.currency, null);
       assert.deepEqual(mixed.currencies, ['EUR', 'USD']);

@@ -11,7 +11,7 @@ const CHROME =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
 const skipPg = !(await pgAvailable()) && 'PostgreSQL unavailable';
 
-describe('one report from either of two nodes sharing PostgreSQL (§15)', { skip: skipPg }, () => {
+describe('one report from either of two nodes sharing PostgreSQL', { skip: skipPg }, () => {
   const schema = testSchema();
   let a: TestNode;
   let b: TestNode;

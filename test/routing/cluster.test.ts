@@ -8,7 +8,7 @@ import { TcpProxy } from '../helpers/tcp-proxy.ts';
 import { until } from '../helpers/until.ts';
 import { USER_AGENTS } from '../helpers/user-agents.ts';
 
-/** A browser's user agent: a click without one is a bot (§11), never a hit. */
+/** A browser's user agent: a click without one is a bot (docs/routing.md#bots), never a hit. */
 const PERSON = { 'user-agent': USER_AGENTS.chromeWindows };
 
 const skip = !(await pgAvailable()) && 'PostgreSQL unavailable';

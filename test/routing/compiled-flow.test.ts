@@ -13,7 +13,7 @@ const never = () => {
   throw new Error('random() must not be called for position rotation');
 };
 
-describe('routing decision (§8)', () => {
+describe('routing decision', () => {
   test('forced streams win, in position order, first whose filters pass', () => {
     const f = compileFlow(flow(), [
       stream({ id: 'reg', type: 'regular', position: 0 }),

@@ -40,7 +40,7 @@ async function cappedFlow(node: TestNode, token: string, slug: string, cap: numb
 }
 
 for (const backend of BACKENDS) {
-  describe(`stream daily caps on ${backend.name} (§13)`, async () => {
+  describe(`stream daily caps on ${backend.name}`, async () => {
     const available = await backend.available();
     const it = (name: string, fn: () => Promise<void>) =>
       test(name, { skip: !available && `${backend.name} unavailable` }, fn);
@@ -108,7 +108,7 @@ for (const backend of BACKENDS) {
 }
 
 const skipPg = !(await pgAvailable()) && 'PostgreSQL unavailable';
-describe('a daily cap shared by two nodes on one PostgreSQL (§13)', { skip: skipPg }, () => {
+describe('a daily cap shared by two nodes on one PostgreSQL', { skip: skipPg }, () => {
   const schema = testSchema();
   let a: TestNode;
   let b: TestNode;

@@ -22,7 +22,7 @@ const isNot = (field: string, ...values: (string | boolean)[]): TargetingRule =>
   values,
 });
 
-describe('targeting rules (§13)', () => {
+describe('targeting rules', () => {
   test('country, device type, os, browser (case-insensitive) and language', () => {
     const v = visitor('DE', {
       facts: { device_type: 'mobile', os: 'iOS', browser: 'Mobile Safari', language: 'de' },

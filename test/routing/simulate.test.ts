@@ -12,7 +12,7 @@ const CHROME =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
 
 for (const backend of BACKENDS) {
-  describe(`routing simulator on ${backend.name} (§16)`, async () => {
+  describe(`routing simulator on ${backend.name}`, async () => {
     const available = await backend.available();
     const it = (name: string, fn: () => Promise<void>) =>
       test(name, { skip: !available && `${backend.name} unavailable` }, fn);

@@ -14,7 +14,7 @@ const BOT = 'facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatex
 const FALLBACK = 'https://fallback.test/lost';
 
 for (const backend of BACKENDS) {
-  describe(`targeting and traffic hygiene on ${backend.name} (§13)`, async () => {
+  describe(`targeting and traffic hygiene on ${backend.name}`, async () => {
     const available = await backend.available();
     const it = (name: string, fn: () => Promise<void>) =>
       test(name, { skip: !available && `${backend.name} unavailable` }, fn);
@@ -386,7 +386,8 @@ for (const backend of BACKENDS) {
       // 127.0.0.1 is a trusted proxy by default: the client is the X-Forwarded-For address.
       const geo = await go('tgt-geo', { 'x-forwarded-for': '8.8.8.8' });
       assert.equal(geo.res.headers.get('location'), 'https://geo.test/US');
-      // X-Client-Country-Code is what the trusted proxy said (§3): none here.
+      // X-Client-Country-Code is what the trusted proxy said
+      // (docs/deployment.md#behind-a-reverse-proxy): none here.
       assert.equal(geo.res.headers.get('x-client-country-code'), null);
       const clickId = geo.res.headers.get('x-click-id')!;
       await t.node.clickLog.persist();

@@ -66,7 +66,7 @@ for (const backend of BATCH_BACKENDS) {
     const countWhere = async (where: string, params: unknown[]) =>
       toNum((await sql.all<{ n: unknown }>(`SELECT COUNT(*) AS n FROM clicks WHERE ${where}`, params))[0]?.n);
 
-    it('a click is stored with every §11 field and read back as the record', async () => {
+    it('a click is stored with every field and read back as the record', async () => {
       const long = 'x'.repeat(300);
       const c = newClick({
         click_id: 'Rec_1-a',

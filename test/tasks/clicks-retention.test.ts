@@ -15,7 +15,7 @@ const silent = pino({ level: 'silent' });
 const DAY = 86_400_000;
 const NOW = Date.parse('2026-03-01T00:00:00Z');
 
-test('clicks.retention is leader-scoped by default (§11: a leader task)', () => {
+test('clicks.retention is leader-scoped by default (a leader task)', () => {
   assert.equal(KIND_SCOPES['clicks.retention'], 'leader');
 });
 

@@ -14,7 +14,7 @@ const silent = pino({ level: 'silent' });
 const DAY = 86_400_000;
 const NOW = Date.parse('2026-03-01T00:00:00Z');
 
-test('reports.retention is leader-scoped by default (§15)', () => {
+test('reports.retention is leader-scoped by default', () => {
   assert.equal(KIND_SCOPES['reports.retention'], 'leader');
 });
 

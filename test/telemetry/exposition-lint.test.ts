@@ -48,7 +48,8 @@ describe("a real node's exposition passes the Prometheus naming rules", () => {
   }, async () => {
     const r = spawnSync('promtool', ['check', 'metrics'], { input: await scrape(), encoding: 'utf8' });
     const problems = `${r.stdout}${r.stderr}`.split('\n').filter((l) => l.trim() !== '');
-    // Contract §6 names the histograms `P_*_duration_milliseconds`; promtool prefers seconds.
+    // docs/telemetry.md#exposition-get-metrics names the histograms `P_*_duration_milliseconds`;
+    // promtool prefers seconds.
     const pinned = /^sluice_\w+_duration_milliseconds use base unit "seconds" instead of "milliseconds"$/;
     assert.deepEqual(
       problems.filter((p) => !pinned.test(p)),

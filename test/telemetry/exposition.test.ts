@@ -89,7 +89,7 @@ describe('telemetry hub', () => {
       processMetrics: false,
     });
 
-  test('system metrics: every §5 section, version only when set, uptime from the injected clock', () => {
+  test('system metrics: every section, version only when set, uptime from the injected clock', () => {
     const clock = new ManualClock();
     const t = new Telemetry({
       clock,

@@ -4,8 +4,8 @@ import { QuantileSketch } from '../../src/telemetry/index.ts';
 import { seeded } from '../helpers/random.ts';
 
 /**
- * Exact nearest-rank quantile (contract §17), written independently of the sketch: the smallest
- * sample v such that at least a share q of the samples are ≤ v.
+ * Exact nearest-rank quantile (docs/telemetry.md#p95), written independently of the sketch: the
+ * smallest sample v such that at least a share q of the samples are ≤ v.
  */
 function exact(sorted: Float64Array | number[], q: number): number {
   const n = sorted.length;

@@ -276,7 +276,7 @@ const STREAM_FIELDS = [
   },
 ];
 
-/** Rule fields (§13) and what their values look like, for the editor's hints. */
+/** Rule fields (docs/routing.md#rules) and what their values look like, for the editor's hints. */
 const RULE_FIELDS = {
   country: 'DE, AT',
   device_type: 'mobile, tablet',
@@ -502,7 +502,10 @@ const UA_PRESETS = {
   'Facebook preview (bot)': 'facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)',
 };
 
-/** "Test a click": where a click with these facts would go on this flow, and why (§16). */
+/**
+ * "Test a click": where a click with these facts would go on this flow, and why
+ * (docs/routing.md#simulator).
+ */
 function SimulatePanel({ flow }) {
   const [form, setForm] = useState({
     country: '',
@@ -584,7 +587,8 @@ export function FlowsPage({ me }) {
   const admin = can(me.role, 'admin');
   const paged = usePaged('/acp/traffic-flows/list');
   const editor = useEditor(paged, '/acp/traffic-flows', FLOW_FIELDS);
-  // Where lost clicks go (§13 routing.fallback_url), from the node's configuration.
+  // Where lost clicks go (routing.fallback_url, docs/routing.md#fallback-url), from the node's
+  // configuration.
   const [config] = usePoll(() => acp('/acp/system/config'), 0);
   const fallback = config?.routing?.fallback_url;
   const { editing, setEditing, failure } = editor;

@@ -18,7 +18,10 @@ export function setTaskLevel(ms) {
 
 export const fetchProcedures = (level) => acp('/acp/system/procedures', { task_p95_ms: level });
 
-/** The seven operator procedures (CONTRACT §9) with this node's verdicts, as `sluice doctor` judges them. */
+/**
+ * The seven operator procedures (docs/console.md#the-procedures-and-their-rules) with this node's
+ * verdicts, as `sluice doctor` judges them.
+ */
 export function ProceduresPage({ me }) {
   const [report, error] = usePoll(() => fetchProcedures(taskLevel(me)), POLL_MS);
   if (!report) return html`<${ErrorLine} error=${error} /><${Loading} error=${error} />`;

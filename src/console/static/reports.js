@@ -27,7 +27,10 @@ const flowInHash = () => hashParam('flow') ?? '';
 const money = (v, currency) => (typeof v === 'number' ? fmt.money(v, currency ?? '') : '–');
 const ratio = (v) => (typeof v === 'number' ? fmt.pct(v) : '–');
 
-/** Reports (§15): what made money, by up to three dimensions, as a table, a chart and a CSV. */
+/**
+ * Reports (docs/reports.md): what made money, by up to three dimensions, as a table, a chart and a
+ * CSV.
+ */
 export function ReportsPage() {
   const [preset, setPreset] = useState('last 7 days');
   const [range, setRange] = useState(PRESETS['last 7 days']());
