@@ -219,9 +219,9 @@ export function canonicalAddress(address: string): string {
 }
 
 /**
- * The client address as the click log keeps it (docs/clicks.md#storage): IPv4 to /24, IPv6 to /48
- * (RFC 5952 text), IPv4-mapped IPv6 as IPv4 — `203.0.113.0/24`, `2001:db8:1::/48`. Null for no or a
- * malformed address.
+ * The client address as the click log keeps it (docs/clicks.md#describing-a-click): IPv4 to /24,
+ * IPv6 to /48 (RFC 5952 text), IPv4-mapped IPv6 as IPv4 — `203.0.113.0/24`, `2001:db8:1::/48`.
+ * Null for no or a malformed address.
  */
 export function ipPrefix(address: string | undefined): string | null {
   if (address === undefined || address.length === 0) return null;
