@@ -23,6 +23,7 @@ import {
 import { systemClock } from '../../src/time/index.ts';
 import { seeded } from '../../test/helpers/random.ts';
 import { USER_AGENT_MIX, USER_AGENTS, VISITOR_SECRET } from '../../test/helpers/user-agents.ts';
+import { median } from '../_util.ts';
 
 const ROUNDS = 11;
 const N = 200_000;
@@ -155,7 +156,6 @@ for (let r = 0; r < ROUNDS + 1; r++) {
     if (r > 0) times.get(name)!.push(((used.user + used.system) * 1000) / c.n);
   }
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const spread = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return `${s[Math.floor(s.length * 0.1)]!.toFixed(0)}–${s[Math.floor(s.length * 0.9)]!.toFixed(0)}`;

@@ -9,6 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { ClickIdGenerator } from '../../src/clicks/index.ts';
 import { systemClock } from '../../src/time/index.ts';
+import { median } from '../_util.ts';
 
 const ROUNDS = 11;
 const N = 500_000;
@@ -39,7 +40,6 @@ for (let r = 0; r < ROUNDS + 1; r++) {
     if (r > 0) times.get(name)!.push(((used.user + used.system) * 1000) / N);
   }
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 for (const [name, xs] of times) {
   const s = [...xs].sort((a, b) => a - b);
   console.log(

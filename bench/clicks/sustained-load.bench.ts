@@ -22,6 +22,7 @@
  */
 import { parseArgs } from 'node:util';
 import type { ClicksSection } from '../../src/telemetry/index.ts';
+import { fmt } from '../_util.ts';
 import { loadClient, machine, startServer } from '../http/load.ts';
 import { pickScenarios, requestMix } from '../http/scenarios.ts';
 
@@ -50,7 +51,6 @@ console.log(`machine: ${machine()}`);
 console.log(`load: ${client.name}, ${values.connections} connections, all a node takes for ${SECONDS} s`);
 
 const held = (s: ClicksSection) => s.buffered + s.unacked;
-const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
 interface Row {
   name: string;

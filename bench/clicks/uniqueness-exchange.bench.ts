@@ -11,6 +11,7 @@ import { UniquenessExchange, UniquenessWindow } from '../../src/clicks/index.ts'
 import { openPostgres } from '../../src/storage/index.ts';
 import { systemClock } from '../../src/time/index.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from '../../test/helpers/postgres.ts';
+import { median } from '../_util.ts';
 
 const ROUNDS = 15;
 const BATCH = 1000;
@@ -59,7 +60,6 @@ for (let r = 0; r < ROUNDS; r++) {
   results.send_1000!.push(await time(() => na.exchange.round()));
   results.learn_1000!.push(await time(() => nb.exchange.round()));
 }
-const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
 const out = Object.fromEntries(Object.entries(results).map(([k, v]) => [k, `${median(v).toFixed(2)} ms`]));
 console.log(JSON.stringify({ rounds: ROUNDS, median_wall_per_round: out }));
 await a.close();

@@ -13,6 +13,7 @@ import { Redactor } from '../../src/config/index.ts';
 import { HttpClient } from '../../src/http-client/index.ts';
 import { Telemetry } from '../../src/telemetry/index.ts';
 import { systemClock } from '../../src/time/index.ts';
+import { median } from '../_util.ts';
 
 const { values } = parseArgs({
   options: {
@@ -99,7 +100,6 @@ async function round(call: () => Promise<void>): Promise<[number, number]> {
   return [done / seconds, (used.user + used.system) / done];
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const rps: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
 const cpu: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
 for (const call of Object.values(variants)) await round(call); // warm-up

@@ -11,6 +11,7 @@
 import { parseArgs } from 'node:util';
 import { runReport } from '../../src/reports/index.ts';
 import type { Storage } from '../../src/storage/index.ts';
+import { median } from '../_util.ts';
 import { forEachBackend } from '../storage/bench-backends.ts';
 
 const { values } = parseArgs({
@@ -23,7 +24,6 @@ const { values } = parseArgs({
 const TOTAL = Number(values.clicks);
 const ROUNDS = Number(values.rounds);
 const DAY = Date.UTC(2026, 2, 10);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const COUNTRIES =
   "'DE','FR','US','GB','IT','ES','NL','PL','BR','IN','JP','CA','AU','MX','SE','TR','UA','RO','CZ','PT','AT','BE','CH','DK'";
 

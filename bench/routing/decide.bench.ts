@@ -10,6 +10,7 @@
 import { buildTarget, compileFlow, decide } from '../../src/routing/index.ts';
 import type { StreamRecord } from '../../src/storage/index.ts';
 import { flowRecord, macroValues, streamRecord, visitor } from '../../test/helpers/records.ts';
+import { median } from '../_util.ts';
 
 const N = 1_000_000;
 const ROUNDS = 9;
@@ -46,7 +47,6 @@ const random = () => {
   seed = (seed * 1664525 + 1013904223) >>> 0;
   return seed / 4294967296;
 };
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 let sink = 0;
 const values = macroValues({ flow: 'bench', request_id: 'req-1' });
 const visitors = COUNTRIES.map((c) => visitor(c));

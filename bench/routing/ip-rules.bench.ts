@@ -19,6 +19,7 @@ import { ruleProblemsSliced } from '../../src/routing/rules.ts';
 import type { StreamRecord } from '../../src/storage/index.ts';
 import { TimeSlice } from '../../src/time/index.ts';
 import { flowRecord, streamRecord, visitor } from '../../test/helpers/records.ts';
+import { median } from '../_util.ts';
 
 const { values: args } = parseArgs({
   options: { cidrs: { type: 'string', default: '100000' }, rounds: { type: 'string', default: '5' } },
@@ -67,7 +68,6 @@ const settle = () => {
   return process.memoryUsage();
 };
 const mb = (b: number) => `${(b / 1024 / 1024).toFixed(1)} MB`;
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 /** Main-thread CPU time, ms: what a piece of work costs whatever else the machine runs. */
 const cpu = () => {
   const u = process.threadCpuUsage();

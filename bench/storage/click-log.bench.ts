@@ -57,6 +57,7 @@ import {
   type Storage,
 } from '../../src/storage/index.ts';
 import { systemClock } from '../../src/time/index.ts';
+import { fmt, median } from '../_util.ts';
 
 const { values } = parseArgs({
   options: {
@@ -194,9 +195,6 @@ async function pgAnswers(): Promise<boolean> {
     await c.end().catch(() => {});
   }
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
 function heapPerClick(): void {
   const gc = (globalThis as { gc?: () => void }).gc;

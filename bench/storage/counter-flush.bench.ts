@@ -19,6 +19,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { type CounterBatch, openPostgres, openSqlite, type Storage } from '../../src/storage/index.ts';
 import { systemClock } from '../../src/time/index.ts';
+import { median } from '../_util.ts';
 
 const { values } = parseArgs({
   options: {
@@ -120,7 +121,6 @@ function batchOf(streams: number, round: number): CounterBatch {
   return batch;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const backends = values.backends.split(',');
 console.log(`counter flush: median of ${ROUNDS} flushes after a warm-up; rows = streams + flows touched`);
 for (const backend of backends) {

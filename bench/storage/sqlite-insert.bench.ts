@@ -22,6 +22,7 @@ import { ClickIdGenerator } from '../../src/clicks/index.ts';
 import { CLICK_COLUMNS } from '../../src/storage/clicks.ts';
 import { openSqlite } from '../../src/storage/index.ts';
 import { systemClock } from '../../src/time/index.ts';
+import { median } from '../_util.ts';
 
 const { values } = parseArgs({
   options: {
@@ -66,8 +67,6 @@ function row(n: number): SQLInputValue[] {
   };
   return COLUMNS.map((c) => values[c] ?? null);
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 async function variant(keep: readonly string[]): Promise<number> {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-insert-'));

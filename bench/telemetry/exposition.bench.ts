@@ -6,6 +6,7 @@
  */
 import { Counter, Histogram, Registry } from 'prom-client';
 import { ExpositionWriter, OK, RecorderGroup, SERVER_ERROR } from '../../src/telemetry/index.ts';
+import { median } from '../_util.ts';
 
 const ROUTES = 1000;
 const BOUNDS = Array.from({ length: 20 }, (_, i) => 2 ** (i - 4)); // 0.0625 … 32768 ms
@@ -81,7 +82,6 @@ for (let r = 0; r < ROUNDS + 2; r++) {
   }
   sizes = `${la} vs ${lb} bytes`;
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const mine = median(results['Sluice ExpositionWriter']!);
 const theirs = median(results['prom-client registry.metrics()']!);
 console.log(

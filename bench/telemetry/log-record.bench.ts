@@ -8,6 +8,7 @@
 import { Writable } from 'node:stream';
 import type { DestinationStream } from 'pino';
 import { createLogger, unredacted } from '../../src/telemetry/index.ts';
+import { median } from '../_util.ts';
 
 const N = 200_000;
 const ROUNDS = 7;
@@ -44,5 +45,4 @@ for (let r = 0; r < ROUNDS + 1; r++) {
     if (r > 0) times.get(name)!.push(((used.user + used.system) * 1000) / N);
   }
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 for (const [name, xs] of times) console.log(`${name}: ${median(xs).toFixed(0)} CPU-ns a record (median)`);

@@ -6,6 +6,7 @@
  */
 import { Histogram, Registry } from 'prom-client';
 import { CLIENT_ERROR, OK, RecentWindow, Recorder } from '../../src/telemetry/index.ts';
+import { median } from '../_util.ts';
 
 const N = 1 << 20;
 const ROUNDS = 9;
@@ -72,7 +73,6 @@ const variants: Record<string, () => number> = {
 const results: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
 for (const fn of Object.values(variants)) fn(); // warm-up, JIT
 for (let r = 0; r < ROUNDS; r++) for (const [name, fn] of Object.entries(variants)) results[name]!.push(fn());
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 console.log(`recorder.record: ${ROUNDS} rounds × ${N} log-normal values, ${BOUNDS.length} buckets`);
 const floor = median(results['count++; sum += v (floor)']!);
 for (const [name, xs] of Object.entries(results)) {

@@ -8,6 +8,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { pino } from 'pino';
 import { LazyRequestLogger } from '../../src/telemetry/index.ts';
+import { median } from '../_util.ts';
 
 const N = 500_000;
 const ROUNDS = 7;
@@ -51,7 +52,6 @@ const results: Record<string, number[]> = Object.fromEntries(Object.keys(variant
 for (const fn of Object.values(variants)) await fn();
 for (let r = 0; r < ROUNDS; r++)
   for (const [name, fn] of Object.entries(variants)) results[name]!.push(await fn());
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const floor = median(results['no context (floor)']!);
 console.log(`request context per request: ${ROUNDS} rounds × ${N}`);
 for (const [name, xs] of Object.entries(results)) {
