@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { pino } from 'pino';
 import { CLICK_BATCH_MAX_ATTEMPTS, ClickLog, OVERFLOW_REPORT_EVERY_MS } from '../../src/clicks/index.ts';
 import { ApiError, hasCode } from '../../src/errors/index.ts';
@@ -11,27 +11,20 @@ import { LogCapture } from '../helpers/node.ts';
 import { dropSchema, PG_URL, pgAvailable, testSchema } from '../helpers/postgres.ts';
 import { newClick } from '../helpers/records.ts';
 import { TcpProxy } from '../helpers/tcp-proxy.ts';
-import { BACKENDS, type Opened } from '../storage/backends.ts';
+import { BACKENDS, storeSuite } from '../storage/backends.ts';
 
 const silent = pino({ level: 'silent' });
 
 for (const backend of BACKENDS) {
   describe(`click log on ${backend.name}`, async () => {
-    const available = await backend.available();
-    let opened: Opened;
     let storage: Storage;
     let sql: SqlExecutor;
-    before(async () => {
-      if (!available) return;
-      opened = await backend.open();
-      storage = opened.storage;
-      sql = opened.sql();
+    const { available, it } = await storeSuite(backend, {
+      onOpen: (o) => {
+        storage = o.storage;
+        sql = o.sql();
+      },
     });
-    after(async () => {
-      if (available) await opened.cleanup();
-    });
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     const stored = async (flow: string) =>
       toNum(
         (await sql.all<{ n: unknown }>('SELECT COUNT(*) AS n FROM clicks WHERE flow_id = ?', [flow]))[0]?.n,

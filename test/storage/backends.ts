@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { openPostgres, openSqlite, type Storage } from '../../src/storage/index.ts';
 import { PostgresExecutor } from '../../src/storage/postgres-executor.ts';
@@ -109,3 +110,39 @@ export const BACKENDS: BackendCase[] = [
 
 /** The backends, and SQLite as a node writes batches: for the stores that the writer thread runs. */
 export const BATCH_BACKENDS: BackendCase[] = [...BACKENDS, sqliteCase(true)];
+
+/** A describe block on one backend: whether it runs here, and `it`, a test skipped where it cannot. */
+export interface BackendSuite {
+  available: boolean;
+  it(name: string, fn: () => Promise<void>): Promise<void>;
+}
+
+/** Call inside `describe`: `it` skips its test, saying why, where the backend cannot run here. */
+export async function backendSuite(backend: BackendCase): Promise<BackendSuite> {
+  const available = await backend.available();
+  return {
+    available,
+    it: (name, fn) => test(name, { skip: !available && `${backend.name} unavailable` }, fn),
+  };
+}
+
+/**
+ * Call inside `describe`: `backendSuite` plus one fresh, migrated store for the block, opened
+ * before its tests (handed to `onOpen`) and cleaned up after them; nothing where it cannot run.
+ */
+export async function storeSuite(
+  backend: BackendCase,
+  opts: { clock?: Clock; onOpen?: (opened: Opened) => void | Promise<void> } = {},
+): Promise<BackendSuite> {
+  const suite = await backendSuite(backend);
+  let opened: Opened | undefined;
+  before(async () => {
+    if (!suite.available) return;
+    opened = await backend.open(opts.clock);
+    await opts.onOpen?.(opened);
+  });
+  after(async () => {
+    await opened?.cleanup();
+  });
+  return suite;
+}

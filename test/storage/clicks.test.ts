@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
 import { hourRollups } from '../../src/storage/clicks.ts';
 import {
@@ -16,7 +16,7 @@ import {
 import { ROLLUP_COLUMNS } from '../../src/storage/report-store.ts';
 import { type SqlExecutor, toIso, toNum } from '../../src/storage/sql.ts';
 import { flowInput, newClick, streamInput } from '../helpers/records.ts';
-import { BATCH_BACKENDS, type Opened } from './backends.ts';
+import { BATCH_BACKENDS, storeSuite } from './backends.ts';
 
 const isCode = (code: string) => (err: unknown) => err instanceof ApiError && err.code === code;
 const T0 = Date.UTC(2026, 0, 2, 12);
@@ -48,21 +48,14 @@ async function allPages(storage: Storage, filter: ClickFilter, limit: number) {
 
 for (const backend of BATCH_BACKENDS) {
   describe(`click log storage on ${backend.label}`, async () => {
-    const available = await backend.available();
-    let opened: Opened;
     let storage: Storage;
     let sql: SqlExecutor;
-    before(async () => {
-      if (!available) return;
-      opened = await backend.open();
-      storage = opened.storage;
-      sql = opened.sql();
+    const { it } = await storeSuite(backend, {
+      onOpen: (o) => {
+        storage = o.storage;
+        sql = o.sql();
+      },
     });
-    after(async () => {
-      if (available) await opened.cleanup();
-    });
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     const countWhere = async (where: string, params: unknown[]) =>
       toNum((await sql.all<{ n: unknown }>(`SELECT COUNT(*) AS n FROM clicks WHERE ${where}`, params))[0]?.n);
 

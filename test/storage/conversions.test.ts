@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
 import { runReport } from '../../src/reports/index.ts';
 import {
@@ -11,27 +11,23 @@ import {
 } from '../../src/storage/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
 import { flowInput, newClick } from '../helpers/records.ts';
-import { BATCH_BACKENDS, type Opened } from './backends.ts';
+import { BATCH_BACKENDS, type Opened, storeSuite } from './backends.ts';
 
 const isCode = (code: string) => (err: unknown) => err instanceof ApiError && err.code === code;
 const T0 = Date.UTC(2026, 0, 2, 12);
 
 for (const backend of BATCH_BACKENDS) {
   describe(`conversions on ${backend.label}`, async () => {
-    const available = await backend.available();
     const clock = new ManualClock(T0 + 3_600_000);
     let opened: Opened;
     let storage: Storage;
-    before(async () => {
-      if (!available) return;
-      opened = await backend.open(clock);
-      storage = opened.storage;
+    const { it } = await storeSuite(backend, {
+      clock,
+      onOpen: (o) => {
+        opened = o;
+        storage = o.storage;
+      },
     });
-    after(async () => {
-      if (available) await opened.cleanup();
-    });
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
 
     it('the first postback creates the conversion attributed to its click; the same (click, txid) again updates it', async () => {
       const click = newClick({

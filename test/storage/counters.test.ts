@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe } from 'node:test';
 import { pino } from 'pino';
 import { CLICK_BATCH_MAX_ATTEMPTS, ClickLog } from '../../src/clicks/index.ts';
 import { ClickCounters } from '../../src/routing/index.ts';
@@ -13,7 +13,7 @@ import {
 import { type SqlExecutor, toIso, toNum } from '../../src/storage/sql.ts';
 import { ManualClock } from '../../src/time/index.ts';
 import { newClick } from '../helpers/records.ts';
-import { BATCH_BACKENDS, type Opened } from './backends.ts';
+import { BATCH_BACKENDS, type Opened, storeSuite } from './backends.ts';
 
 const CREATED = '2026-01-01T00:00:00.000Z';
 
@@ -88,21 +88,16 @@ const silent = pino({ level: 'silent' });
 
 for (const backend of BATCH_BACKENDS) {
   describe(`counter batches on ${backend.label}`, async () => {
-    const available = await backend.available();
     let opened: Opened;
     let storage: Storage;
     let sql: SqlExecutor;
-    before(async () => {
-      if (!available) return;
-      opened = await backend.open();
-      storage = opened.storage;
-      sql = opened.sql();
+    const { it } = await storeSuite(backend, {
+      onOpen: (o) => {
+        opened = o;
+        storage = o.storage;
+        sql = o.sql();
+      },
     });
-    after(async () => {
-      if (available) await opened.cleanup();
-    });
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
 
     it('a flush of 10,000 touched streams across 1,000 flows persists every count exactly', async () => {
       const { flows, streams } = await seed(sql, 'big', 1000, 10);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe } from 'node:test';
 import type { Sighting, Storage } from '../../src/storage/index.ts';
-import { BATCH_BACKENDS, type Opened } from './backends.ts';
+import { BATCH_BACKENDS, type Opened, storeSuite } from './backends.ts';
 
 const T0 = Date.parse('2026-03-01T00:00:00Z');
 /** Visitor keys use 52 bits: the largest must survive both backends. */
@@ -16,19 +16,14 @@ const keys = (rows: readonly Sighting[]) => rows.map((r) => `${r.flow_id}/${r.vi
 
 for (const backend of BATCH_BACKENDS) {
   describe(`uniqueness sightings on ${backend.label}`, async () => {
-    const available = await backend.available();
     let opened: Opened;
     let storage: Storage;
-    before(async () => {
-      if (!available) return;
-      opened = await backend.open();
-      storage = opened.storage;
+    const { it } = await storeSuite(backend, {
+      onOpen: (o) => {
+        opened = o;
+        storage = o.storage;
+      },
     });
-    after(async () => {
-      if (available) await opened.cleanup();
-    });
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
 
     it("a reader gets the other nodes' sightings once, in commit order, never its own", async () => {
       const start = await storage.sightings.open(T0, 100);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { pino } from 'pino';
 import { KIND_SCOPES } from '../../src/config/index.ts';
 import { Schedule, Scheduler, type TaskContext } from '../../src/cron/index.ts';
@@ -9,7 +9,7 @@ import { clicksRetention } from '../../src/tasks/index.ts';
 import { Telemetry } from '../../src/telemetry/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
 import { newClick } from '../helpers/records.ts';
-import { BACKENDS, type Opened } from '../storage/backends.ts';
+import { BACKENDS, storeSuite } from '../storage/backends.ts';
 
 const silent = pino({ level: 'silent' });
 const DAY = 86_400_000;
@@ -21,22 +21,16 @@ test('clicks.retention is leader-scoped by default (a leader task)', () => {
 
 for (const backend of BACKENDS) {
   describe(`clicks.retention on ${backend.name}`, async () => {
-    const available = await backend.available();
-    let opened: Opened;
     let storage: Storage;
     let sql: SqlExecutor;
     const clock = new ManualClock(NOW);
-    before(async () => {
-      if (!available) return;
-      opened = await backend.open(clock);
-      storage = opened.storage;
-      sql = opened.sql();
+    const { it } = await storeSuite(backend, {
+      clock,
+      onOpen: (o) => {
+        storage = o.storage;
+        sql = o.sql();
+      },
     });
-    after(async () => {
-      if (available) await opened.cleanup();
-    });
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     const count = async (flow: string) =>
       toNum(
         (await sql.all<{ n: unknown }>('SELECT COUNT(*) AS n FROM clicks WHERE flow_id = ?', [flow]))[0]?.n,

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { pino } from 'pino';
 import { KIND_SCOPES } from '../../src/config/index.ts';
 import type { TaskContext } from '../../src/cron/index.ts';
@@ -8,7 +8,7 @@ import { type SqlExecutor, toNum } from '../../src/storage/sql.ts';
 import { reportsRetention } from '../../src/tasks/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
 import { newClick } from '../helpers/records.ts';
-import { BATCH_BACKENDS, type Opened } from '../storage/backends.ts';
+import { BATCH_BACKENDS, storeSuite } from '../storage/backends.ts';
 
 const silent = pino({ level: 'silent' });
 const DAY = 86_400_000;
@@ -20,22 +20,16 @@ test('reports.retention is leader-scoped by default', () => {
 
 for (const backend of BATCH_BACKENDS) {
   describe(`reports.retention and the hourly rollups on ${backend.label}`, async () => {
-    const available = await backend.available();
-    let opened: Opened;
     let storage: Storage;
     let sql: SqlExecutor;
     const clock = new ManualClock(NOW);
-    before(async () => {
-      if (!available) return;
-      opened = await backend.open(clock);
-      storage = opened.storage;
-      sql = opened.sql();
+    const { it } = await storeSuite(backend, {
+      clock,
+      onOpen: (o) => {
+        storage = o.storage;
+        sql = o.sql();
+      },
     });
-    after(async () => {
-      if (available) await opened.cleanup();
-    });
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     /** The rollups of flow 'rr' summed per hour (one row per hour, whatever the outcomes). */
     const rollups = async () =>
       (
