@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe } from 'node:test';
 import type { Report } from '../../src/reports/index.ts';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import type { Clock } from '../../src/time/index.ts';
 import { type TestNode, withPostbackKey } from '../helpers/node.ts';
 import { seeded } from '../helpers/random.ts';
-import { BACKENDS } from '../storage/backends.ts';
+import { BACKENDS, nodeSuite } from '../storage/backends.ts';
 
 const IPHONE =
   'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1';
@@ -28,9 +28,6 @@ interface Sent {
 
 for (const backend of BACKENDS) {
   describe(`reports on ${backend.name}`, async () => {
-    const available = await backend.available();
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     let t: TestNode;
     let admin: string;
     let flow: FlowRecord;
@@ -72,57 +69,56 @@ for (const backend of BACKENDS) {
       return f;
     };
 
-    before(async () => {
-      if (!available) return;
-      t = await backend.startNode({ random: seeded(2), clock });
-      admin = await t.token('admin');
-      flow = await call<FlowRecord>('/acp/traffic-flows/create', {
-        slug: 'rep',
-        name: 'rep',
-        cost_per_click: COST,
-      });
-      deStream = await call<StreamRecord>('/acp/streams/create', {
-        flow_id: flow.id,
-        name: 'germany',
-        type: 'forced',
-        target_url: 'https://de.test/',
-        filters: { countries_include: ['DE'] },
-      });
-      await call('/acp/streams/create', {
-        flow_id: flow.id,
-        name: 'rest',
-        type: 'default',
-        target_url: 'https://x.test/',
-      });
-      // A flow with only a German stream: the French click on it is a no-match.
-      other = await call<FlowRecord>('/acp/traffic-flows/create', { slug: 'rep-other', name: 'other' });
-      await call('/acp/streams/create', {
-        flow_id: other.id,
-        name: 'de-only',
-        type: 'regular',
-        target_url: 'https://de.test/',
-        filters: { countries_include: ['DE'] },
-      });
-      for (let i = 0; i < 3; i++)
-        ids.DE!.push(
-          await click('rep', { country: 'DE', ua: IPHONE, ip: `203.0.113.${i + 1}`, sub1: 'a,b' }),
-        );
-      for (let i = 0; i < 2; i++)
-        ids.FR!.push(await click('rep', { country: 'FR', ua: CHROME, ip: `198.51.100.${i + 1}` }));
-      // The same French visitor again: a click, not a unique one.
-      ids.FR!.push(await click('rep', { country: 'FR', ua: CHROME, ip: '198.51.100.1' }));
-      await click('rep', { country: 'DE', ua: BOT, ip: '203.0.113.99' });
-      bots++;
-      await click('rep-other', { country: 'FR', ua: CHROME, ip: '198.51.100.7' });
-      await postback(`click_id=${ids.DE![0]}&status=sale&payout=10.5&txid=o1`);
-      await postback(`click_id=${ids.DE![1]}&status=rejected&payout=5&txid=o2`);
-      await postback(`click_id=${ids.FR![0]}&status=lead&payout=1.25`);
-      // The same sale sent again with a new payout: one conversion, the latest payout.
-      await postback(`click_id=${ids.DE![0]}&status=sale&payout=12&txid=o1`);
-      await t.node.clickLog.persist();
-    });
-    after(async () => {
-      if (available) await t.close();
+    const { it } = await nodeSuite(backend, {
+      node: { random: seeded(2), clock },
+      onStart: async (node) => {
+        t = node;
+        admin = await t.token('admin');
+        flow = await call<FlowRecord>('/acp/traffic-flows/create', {
+          slug: 'rep',
+          name: 'rep',
+          cost_per_click: COST,
+        });
+        deStream = await call<StreamRecord>('/acp/streams/create', {
+          flow_id: flow.id,
+          name: 'germany',
+          type: 'forced',
+          target_url: 'https://de.test/',
+          filters: { countries_include: ['DE'] },
+        });
+        await call('/acp/streams/create', {
+          flow_id: flow.id,
+          name: 'rest',
+          type: 'default',
+          target_url: 'https://x.test/',
+        });
+        // A flow with only a German stream: the French click on it is a no-match.
+        other = await call<FlowRecord>('/acp/traffic-flows/create', { slug: 'rep-other', name: 'other' });
+        await call('/acp/streams/create', {
+          flow_id: other.id,
+          name: 'de-only',
+          type: 'regular',
+          target_url: 'https://de.test/',
+          filters: { countries_include: ['DE'] },
+        });
+        for (let i = 0; i < 3; i++)
+          ids.DE!.push(
+            await click('rep', { country: 'DE', ua: IPHONE, ip: `203.0.113.${i + 1}`, sub1: 'a,b' }),
+          );
+        for (let i = 0; i < 2; i++)
+          ids.FR!.push(await click('rep', { country: 'FR', ua: CHROME, ip: `198.51.100.${i + 1}` }));
+        // The same French visitor again: a click, not a unique one.
+        ids.FR!.push(await click('rep', { country: 'FR', ua: CHROME, ip: '198.51.100.1' }));
+        await click('rep', { country: 'DE', ua: BOT, ip: '203.0.113.99' });
+        bots++;
+        await click('rep-other', { country: 'FR', ua: CHROME, ip: '198.51.100.7' });
+        await postback(`click_id=${ids.DE![0]}&status=sale&payout=10.5&txid=o1`);
+        await postback(`click_id=${ids.DE![1]}&status=rejected&payout=5&txid=o2`);
+        await postback(`click_id=${ids.FR![0]}&status=lead&payout=1.25`);
+        // The same sale sent again with a new payout: one conversion, the latest payout.
+        await postback(`click_id=${ids.DE![0]}&status=sale&payout=12&txid=o1`);
+        await t.node.clickLog.persist();
+      },
     });
 
     it('by country: exact clicks, uniques, bots, conversions of each status, revenue, cost and the formulas', async () => {

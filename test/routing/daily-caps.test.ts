@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { persistCounts, startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
-import { BACKENDS } from '../storage/backends.ts';
+import { BACKENDS, nodeSuite } from '../storage/backends.ts';
 
 const CHROME =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
@@ -41,18 +41,13 @@ async function cappedFlow(node: TestNode, token: string, slug: string, cap: numb
 
 for (const backend of BACKENDS) {
   describe(`stream daily caps on ${backend.name}`, async () => {
-    const available = await backend.available();
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     let t: TestNode;
     let admin: string;
-    before(async () => {
-      if (!available) return;
-      t = await backend.startNode();
-      admin = await t.token('admin');
-    });
-    after(async () => {
-      if (available) await t.close();
+    const { it } = await nodeSuite(backend, {
+      onStart: async (node) => {
+        t = node;
+        admin = await t.token('admin');
+      },
     });
 
     it('a stream at its cap is skipped; bots do not use it up; the count survives a flush and a cache reload', async () => {

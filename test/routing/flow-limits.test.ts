@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe } from 'node:test';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import type { TestNode } from '../helpers/node.ts';
 import { streamInput } from '../helpers/records.ts';
-import { BACKENDS } from '../storage/backends.ts';
+import { BACKENDS, nodeSuite } from '../storage/backends.ts';
 
 /** `n` IPv4 blocks /16–/28, deterministic; as [start, end] too, for the naive answer. */
 function blocks(n: number, seed: number): { text: string[]; ranges: [number, number][] } {
@@ -36,18 +36,13 @@ const anyOf = (values: string[]) => ({
 
 for (const backend of BACKENDS) {
   describe(`what a flow may hold, on ${backend.label} (docs/routing.md#limits)`, async () => {
-    const available = await backend.available();
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     let t: TestNode;
     let admin: string;
-    before(async () => {
-      if (!available) return;
-      t = await backend.startNode();
-      admin = await t.token('admin');
-    });
-    after(async () => {
-      if (available) await t.close();
+    const { it } = await nodeSuite(backend, {
+      onStart: async (node) => {
+        t = node;
+        admin = await t.token('admin');
+      },
     });
 
     const call = async <T>(path: string, body: unknown, status = 200): Promise<T> => {

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { after, before, describe, test } from 'node:test';
+import { describe } from 'node:test';
 import { CLICK_ID_RE } from '../../src/clicks/index.ts';
 import type { FlowRecord, Page, StreamRecord } from '../../src/storage/index.ts';
 import { persistCounts, type TestNode, withPostbackKey } from '../helpers/node.ts';
 import { seeded } from '../helpers/random.ts';
-import { BACKENDS } from '../storage/backends.ts';
+import { BACKENDS, nodeSuite } from '../storage/backends.ts';
 
 const CHROME =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
@@ -14,18 +14,14 @@ const IPHONE =
 
 for (const backend of BACKENDS) {
   describe(`clicks on /go/:slug on ${backend.name} (#14)`, async () => {
-    const available = await backend.available();
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     let t: TestNode;
     let admin: string;
-    before(async () => {
-      if (!available) return;
-      t = await backend.startNode({ random: seeded(3) });
-      admin = await t.token('admin');
-    });
-    after(async () => {
-      if (available) await t.close();
+    const { it } = await nodeSuite(backend, {
+      node: { random: seeded(3) },
+      onStart: async (node) => {
+        t = node;
+        admin = await t.token('admin');
+      },
     });
 
     const call = async <T>(path: string, body: unknown, status = 200): Promise<T> => {

@@ -1,30 +1,26 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { flowWithDefault, startTestNode, type TestNode } from '../helpers/node.ts';
 import { seeded } from '../helpers/random.ts';
 import { USER_AGENTS } from '../helpers/user-agents.ts';
-import { BACKENDS } from '../storage/backends.ts';
+import { BACKENDS, nodeSuite } from '../storage/backends.ts';
 
 /** A browser's user agent: a click without one is a bot (docs/routing.md#bots), never a hit. */
 const PERSON = { 'user-agent': USER_AGENTS.chromeWindows };
 
 for (const backend of BACKENDS) {
   describe(`flows, streams and /go/:slug on ${backend.name}`, async () => {
-    const available = await backend.available();
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     let t: TestNode;
     let admin: string;
     let viewer: string;
-    before(async () => {
-      if (!available) return;
-      t = await backend.startNode({ random: seeded(7), yaml: 'cache:\n  ttl_ms: 60000\n' });
-      admin = await t.token('admin');
-      viewer = await t.token('viewer');
-    });
-    after(async () => {
-      if (available) await t.close();
+    const { it } = await nodeSuite(backend, {
+      node: { random: seeded(7), yaml: 'cache:\n  ttl_ms: 60000\n' },
+      onStart: async (node) => {
+        t = node;
+        admin = await t.token('admin');
+        viewer = await t.token('viewer');
+      },
     });
 
     const call = async <T>(path: string, body: unknown, token = admin, status = 200): Promise<T> => {

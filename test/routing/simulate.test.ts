@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe } from 'node:test';
 import type { Simulation } from '../../src/routing/index.ts';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import { persistCounts, type TestNode } from '../helpers/node.ts';
 import { seeded } from '../helpers/random.ts';
-import { BACKENDS } from '../storage/backends.ts';
+import { BACKENDS, nodeSuite } from '../storage/backends.ts';
 
 const IPHONE =
   'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1';
@@ -13,57 +13,53 @@ const CHROME =
 
 for (const backend of BACKENDS) {
   describe(`routing simulator on ${backend.name}`, async () => {
-    const available = await backend.available();
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     let t: TestNode;
     let admin: string;
     let viewer: string;
     let flow: FlowRecord;
     const streams: Record<string, StreamRecord> = {};
-    before(async () => {
-      if (!available) return;
-      t = await backend.startNode({ random: seeded(9) });
-      admin = await t.token('admin');
-      viewer = await t.token('viewer', 'sim-viewer');
-      flow = await call<FlowRecord>(admin, '/acp/traffic-flows/create', {
-        slug: 'sim',
-        name: 'sim',
-        timezone: 'Europe/Berlin',
-      });
-      const add = async (name: string, body: Record<string, unknown>) => {
-        streams[name] = await call<StreamRecord>(admin, '/acp/streams/create', {
-          flow_id: flow.id,
-          name,
-          ...body,
+    const { it } = await nodeSuite(backend, {
+      node: { random: seeded(9) },
+      onStart: async (node) => {
+        t = node;
+        admin = await t.token('admin');
+        viewer = await t.token('viewer', 'sim-viewer');
+        flow = await call<FlowRecord>(admin, '/acp/traffic-flows/create', {
+          slug: 'sim',
+          name: 'sim',
+          timezone: 'Europe/Berlin',
         });
-      };
-      await add('de-forced', {
-        type: 'forced',
-        position: 0,
-        target_url: 'https://de.test/',
-        filters: { countries_include: ['DE'] },
-      });
-      await add('mobile-office', {
-        type: 'regular',
-        position: 1,
-        target_url: 'https://m.test/?c={click_id}&s={sub1}',
-        filters: {
-          rules: [
-            { field: 'device_type', op: 'is', values: ['mobile'] },
-            { field: 'hour', op: 'is', values: ['9-17'] },
-          ],
-        },
-      });
-      await add('default', {
-        type: 'default',
-        position: 2,
-        target_url: 'https://default.test/',
-        redirect_mode: 'js',
-      });
-    });
-    after(async () => {
-      if (available) await t.close();
+        const add = async (name: string, body: Record<string, unknown>) => {
+          streams[name] = await call<StreamRecord>(admin, '/acp/streams/create', {
+            flow_id: flow.id,
+            name,
+            ...body,
+          });
+        };
+        await add('de-forced', {
+          type: 'forced',
+          position: 0,
+          target_url: 'https://de.test/',
+          filters: { countries_include: ['DE'] },
+        });
+        await add('mobile-office', {
+          type: 'regular',
+          position: 1,
+          target_url: 'https://m.test/?c={click_id}&s={sub1}',
+          filters: {
+            rules: [
+              { field: 'device_type', op: 'is', values: ['mobile'] },
+              { field: 'hour', op: 'is', values: ['9-17'] },
+            ],
+          },
+        });
+        await add('default', {
+          type: 'default',
+          position: 2,
+          target_url: 'https://default.test/',
+          redirect_mode: 'js',
+        });
+      },
     });
 
     async function call<T>(token: string, path: string, body: unknown, status = 200): Promise<T> {

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe } from 'node:test';
 import type { Simulation } from '../../src/routing/index.ts';
 import type { FlowRecord, StreamRecord } from '../../src/storage/index.ts';
 import type { TestNode } from '../helpers/node.ts';
 import { seeded } from '../helpers/random.ts';
-import { BACKENDS } from '../storage/backends.ts';
+import { BACKENDS, nodeSuite } from '../storage/backends.ts';
 
 const CHROME =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
@@ -15,18 +15,14 @@ const FALLBACK = 'https://fallback.test/lost';
 
 for (const backend of BACKENDS) {
   describe(`targeting and traffic hygiene on ${backend.name}`, async () => {
-    const available = await backend.available();
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     let t: TestNode;
     let admin: string;
-    before(async () => {
-      if (!available) return;
-      t = await backend.startNode({ random: seeded(5), yaml: `routing:\n  fallback_url: ${FALLBACK}\n` });
-      admin = await t.token('admin');
-    });
-    after(async () => {
-      if (available) await t.close();
+    const { it } = await nodeSuite(backend, {
+      node: { random: seeded(5), yaml: `routing:\n  fallback_url: ${FALLBACK}\n` },
+      onStart: async (node) => {
+        t = node;
+        admin = await t.token('admin');
+      },
     });
 
     const call = async <T>(path: string, body: unknown, status = 200): Promise<T> => {

@@ -146,3 +146,27 @@ export async function storeSuite(
   });
   return suite;
 }
+
+/**
+ * Call inside `describe`: `backendSuite` plus one node on the backend for the block, started
+ * before its tests (handed to `onStart`) and closed after them; nothing where it cannot run.
+ */
+export async function nodeSuite(
+  backend: BackendCase,
+  opts: {
+    node?: Parameters<BackendCase['startNode']>[0];
+    onStart?: (t: TestNode) => void | Promise<void>;
+  } = {},
+): Promise<BackendSuite> {
+  const suite = await backendSuite(backend);
+  let started: TestNode | undefined;
+  before(async () => {
+    if (!suite.available) return;
+    started = await backend.startNode(opts.node);
+    await opts.onStart?.(started);
+  });
+  after(async () => {
+    await started?.close();
+  });
+  return suite;
+}
