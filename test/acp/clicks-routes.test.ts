@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe } from 'node:test';
 import {
   type ClickRecord,
   type ConversionRecord,
@@ -11,7 +11,7 @@ import {
 } from '../../src/storage/index.ts';
 import { type TestNode, withPostbackKey } from '../helpers/node.ts';
 import { newClick } from '../helpers/records.ts';
-import { BACKENDS } from '../storage/backends.ts';
+import { BACKENDS, backendSuite } from '../storage/backends.ts';
 
 const T0 = Date.UTC(2026, 0, 2, 12);
 const MIN = 60_000;
@@ -40,9 +40,7 @@ const newestFirst =
 
 for (const backend of BACKENDS) {
   describe(`clicks and conversions in the ACP on ${backend.name}`, async () => {
-    const available = await backend.available();
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
+    const { available, it } = await backendSuite(backend);
     let t: TestNode;
     let admin: string;
     let viewer: string;

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
 import { type ReportQuery, reportCsv, runReport } from '../../src/reports/index.ts';
 import type { Storage } from '../../src/storage/index.ts';
 import { SqlReports } from '../../src/storage/reports.ts';
 import type { Row, SqlExecutor } from '../../src/storage/sql.ts';
-import { BACKENDS, type Opened } from '../storage/backends.ts';
+import { BACKENDS, type Opened, storeSuite } from '../storage/backends.ts';
 
 /** Clicks seeded: sub1 takes 150,000 values (the first 50,000 twice), as visitors' own sub-ids do. */
 const CLICKS = 200_000;
@@ -87,9 +87,6 @@ function counting(x: SqlExecutor, seen = { most: 0 }): SqlExecutor & { seen: { m
 
 for (const backend of BACKENDS) {
   describe(`reports over many groups on ${backend.label}: bounded by limit`, async () => {
-    const available = await backend.available();
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
     let opened: Opened;
     let storage: Storage;
     const expected = exact();
@@ -106,21 +103,19 @@ for (const backend of BACKENDS) {
       return { reader: x.seen, storage: Object.assign(Object.create(storage) as Storage, { reports }) };
     };
 
-    before(async () => {
-      if (!available) return;
-      opened = await backend.open();
-      storage = opened.storage;
-      const flow = await storage.flows.create({
-        slug: 'many',
-        name: 'many',
-        status: 'active',
-        rotation: 'position',
-        cost_per_click: COST_MICROS / 1_000_000,
-      });
-      for (const sql of seedSql(backend.name, flow.id)) await opened.sql().run(sql);
-    });
-    after(async () => {
-      if (available) await opened.cleanup();
+    const { it } = await storeSuite(backend, {
+      onOpen: async (o) => {
+        opened = o;
+        storage = opened.storage;
+        const flow = await storage.flows.create({
+          slug: 'many',
+          name: 'many',
+          status: 'active',
+          rotation: 'position',
+          cost_per_click: COST_MICROS / 1_000_000,
+        });
+        for (const sql of seedSql(backend.name, flow.id)) await opened.sql().run(sql);
+      },
     });
 
     it(`${SUBS.toLocaleString('en')} sub1 values, limit 10: ten groups reach JavaScript, the top ten of an exact computation, totals over all`, async () => {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
 import {
   type FlowRecord,
@@ -9,7 +9,7 @@ import {
   type StreamRecord,
 } from '../../src/storage/index.ts';
 import { flowInput, streamInput } from '../helpers/records.ts';
-import { BACKENDS, type Opened } from './backends.ts';
+import { BACKENDS, type Opened, storeSuite } from './backends.ts';
 
 const stream = streamInput;
 
@@ -17,21 +17,15 @@ const isCode = (code: string) => (err: unknown) => err instanceof ApiError && er
 
 for (const backend of BACKENDS) {
   describe(`storage on ${backend.name}`, async () => {
-    const available = await backend.available();
     let storage: Storage;
-    let cleanup: () => Promise<void>;
     let reopen: () => Storage;
     let opened: Opened;
-    before(async () => {
-      if (!available) return;
-      opened = await backend.open();
-      ({ storage, cleanup, reopen } = opened);
+    const { it } = await storeSuite(backend, {
+      onOpen: (o) => {
+        opened = o;
+        ({ storage, reopen } = o);
+      },
     });
-    after(async () => {
-      if (available) await cleanup();
-    });
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
 
     it('migrations are idempotent, also from a second connection', async () => {
       await storage.migrate();
