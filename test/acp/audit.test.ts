@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { AuditRecord } from '../../src/storage/index.ts';
 import type { TestNode } from '../helpers/node.ts';
-import { BACKENDS } from '../storage/backends.ts';
+import { BACKENDS, nodeSuite } from '../storage/backends.ts';
 
 /** A task that never fires by itself in a test's lifetime, so running it now is never refused. */
 const YAML = `cron:\n  tasks:\n    yearly_reload:\n      kind: cache.reload\n      schedule: "0 0 3 1 1 *"\n`;
@@ -18,15 +18,15 @@ type Page = { items: AuditRecord[]; total: number; total_capped: boolean; next_c
 
 for (const backend of BACKENDS) {
   describe(`audit of ACP writes (${backend.name})`, async () => {
-    const available = await backend.available();
     let t: TestNode;
     let admin: string;
-    before(async () => {
-      if (!available) return;
-      t = await backend.startNode({ yaml: YAML });
-      admin = await t.token('admin', 'ada');
+    const { available } = await nodeSuite(backend, {
+      node: { yaml: YAML },
+      onStart: async (x) => {
+        t = x;
+        admin = await t.token('admin', 'ada');
+      },
     });
-    after(() => t?.close());
 
     const call = async (path: string, token: string, body: unknown) => {
       const res = await t.acp(path, token, body);

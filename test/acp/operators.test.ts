@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sha256Hex } from '../../src/auth/index.ts';
 import type { TestNode } from '../helpers/node.ts';
-import { BACKENDS } from '../storage/backends.ts';
+import { BACKENDS, nodeSuite } from '../storage/backends.ts';
 
 interface Op {
   name: string;
@@ -24,16 +24,16 @@ const YAML = `acp:\n  operators:\n    - name: root\n      role: admin\n      tok
 
 for (const backend of BACKENDS) {
   describe(`operators over the ACP (${backend.name})`, async () => {
-    const available = await backend.available();
-    const skip = !available && 'PostgreSQL unavailable';
     let t: TestNode;
     let admin: string;
-    before(async () => {
-      if (!available) return;
-      t = await backend.startNode({ yaml: YAML });
-      admin = await t.token('admin', 'ada');
+    const { available } = await nodeSuite(backend, {
+      node: { yaml: YAML },
+      onStart: async (x) => {
+        t = x;
+        admin = await t.token('admin', 'ada');
+      },
     });
-    after(() => t?.close());
+    const skip = !available && 'PostgreSQL unavailable';
 
     const call = async (path: string, token: string, body: unknown = {}) => {
       const res = await t.acp(path, token, body);

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { ApiError } from '../../src/errors/index.ts';
 import type { AuditEntry, AuditRecord } from '../../src/storage/index.ts';
 import { ManualClock } from '../../src/time/index.ts';
-import { BACKENDS, type Opened } from './backends.ts';
+import { BACKENDS, type Opened, storeSuite } from './backends.ts';
 
 const T0 = Date.UTC(2026, 0, 2, 12);
 const entry = (over: Partial<AuditEntry> = {}): AuditEntry => ({
@@ -18,33 +18,33 @@ const entry = (over: Partial<AuditEntry> = {}): AuditEntry => ({
 
 for (const backend of BACKENDS) {
   describe(`audit log storage (${backend.name})`, async () => {
-    const available = await backend.available();
-    const skip = !available && 'PostgreSQL unavailable';
     const clock = new ManualClock(T0);
     let db: Opened;
     const written: AuditRecord[] = [];
-    before(async () => {
-      if (!available) return;
-      db = await backend.open(clock);
-      // Three in one millisecond, then one a day later per action.
-      for (const target_id of ['f1', 'f2', 'f3'])
-        written.push(await db.storage.audit.append(entry({ target_id })));
-      for (const [i, action] of ['stream.delete', 'task.run', 'operator.revoke'].entries()) {
-        clock.advance(86_400_000);
-        written.push(
-          await db.storage.audit.append(
-            entry({
-              action,
-              target_type: action.split('.')[0]!,
-              target_id: `t${i}`,
-              operator: i === 1 ? 'bob' : 'ada',
-              request_id: `req-${i + 2}`,
-            }),
-          ),
-        );
-      }
+    const { available } = await storeSuite(backend, {
+      clock,
+      onOpen: async (x) => {
+        db = x;
+        // Three in one millisecond, then one a day later per action.
+        for (const target_id of ['f1', 'f2', 'f3'])
+          written.push(await db.storage.audit.append(entry({ target_id })));
+        for (const [i, action] of ['stream.delete', 'task.run', 'operator.revoke'].entries()) {
+          clock.advance(86_400_000);
+          written.push(
+            await db.storage.audit.append(
+              entry({
+                action,
+                target_type: action.split('.')[0]!,
+                target_id: `t${i}`,
+                operator: i === 1 ? 'bob' : 'ada',
+                request_id: `req-${i + 2}`,
+              }),
+            ),
+          );
+        }
+      },
     });
-    after(() => db?.cleanup());
+    const skip = !available && 'PostgreSQL unavailable';
 
     test('a row keeps what it was given, stamped with the clock', { skip }, async () => {
       const [first] = written;

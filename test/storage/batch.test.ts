@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { BatchStatement, batchJson } from '../../src/storage/batch.ts';
-import { BACKENDS, type Opened } from './backends.ts';
+import { BACKENDS, type Opened, storeSuite } from './backends.ts';
 
 // PostgreSQL receives a batch as one JSON text, written by batch.ts: every text a click log may
 // carry (quotes, backslashes and what reads like an escape, braces, commas, the word NULL, empty,
@@ -30,18 +30,15 @@ const INSERT = new BatchStatement(SPEC);
 
 for (const backend of BACKENDS) {
   describe(`batch statements on ${backend.name}`, async () => {
-    const available = await backend.available();
     let o: Opened;
-    before(async () => {
-      if (!available) return;
-      o = await backend.open();
-      const ts = backend.name === 'postgres' ? 'TIMESTAMPTZ' : 'TEXT';
-      await o
-        .sql()
-        .script(`CREATE TABLE batch_probe (n INTEGER PRIMARY KEY, t TEXT, b BIGINT, f BOOLEAN, at ${ts})`);
-    });
-    after(async () => {
-      if (available) await o.cleanup();
+    const { available } = await storeSuite(backend, {
+      onOpen: async (x) => {
+        o = x;
+        const ts = backend.name === 'postgres' ? 'TIMESTAMPTZ' : 'TEXT';
+        await o
+          .sql()
+          .script(`CREATE TABLE batch_probe (n INTEGER PRIMARY KEY, t TEXT, b BIGINT, f BOOLEAN, at ${ts})`);
+      },
     });
 
     test('awkward text, NULLs, big integers, booleans and timestamps come back as sent', {

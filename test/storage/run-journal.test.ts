@@ -1,21 +1,20 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { JOURNAL_KEEP_MS, PRUNE_EVERY_RUNS } from '../../src/storage/cluster-store.ts';
 import { ManualClock } from '../../src/time/index.ts';
-import { BACKENDS, type Opened } from './backends.ts';
+import { BACKENDS, type Opened, storeSuite } from './backends.ts';
 
 for (const backend of BACKENDS) {
   describe(`the run journal trims itself (${backend.name})`, async () => {
-    const available = await backend.available();
-    const skip = !available && 'PostgreSQL unavailable';
     const clock = new ManualClock(Date.now());
     let db: Opened;
-    before(async () => {
-      if (available) db = await backend.open(clock);
+    const { available } = await storeSuite(backend, {
+      clock,
+      onOpen: (x) => {
+        db = x;
+      },
     });
-    after(async () => {
-      if (available) await db.cleanup();
-    });
+    const skip = !available && 'PostgreSQL unavailable';
 
     test('every 100th finished run drops the runs older than a week, with no caller asking', {
       skip,
