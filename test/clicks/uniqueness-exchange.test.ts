@@ -17,7 +17,7 @@ import { LogCapture, startTestNode, type TestNode } from '../helpers/node.ts';
 import { dropSchema, pgAvailable, testSchema } from '../helpers/postgres.ts';
 import { until } from '../helpers/until.ts';
 import { VISITOR_SECRET } from '../helpers/user-agents.ts';
-import { BACKENDS, type Opened } from '../storage/backends.ts';
+import { BACKENDS, type Opened, storeSuite } from '../storage/backends.ts';
 
 const CHROME =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36';
@@ -46,28 +46,26 @@ function nodeOf(name: string, storage: Storage, clock: ManualClock, maxEntries =
 
 for (const backend of BACKENDS) {
   describe(`uniqueness exchange between two nodes sharing ${backend.name}`, async () => {
-    const available = await backend.available();
     const clock = new ManualClock(Date.parse('2026-03-01T00:00:00Z'));
     let opened: Opened;
-    let second: Storage;
+    let second: Storage | undefined;
     let a: ReturnType<typeof nodeOf>;
     let b: ReturnType<typeof nodeOf>;
-    before(async () => {
-      if (!available) return;
-      opened = await backend.open(clock);
-      second = opened.reopen();
-      a = nodeOf('node-a', opened.storage, clock);
-      b = nodeOf('node-b', second, clock);
-      await a.exchange.start();
-      await b.exchange.start();
-    });
+    // Registered first, so it runs before the store's own cleanup.
     after(async () => {
-      if (!available) return;
-      await second.close();
-      await opened.cleanup();
+      await second?.close();
     });
-    const it = (name: string, fn: () => Promise<void>) =>
-      test(name, { skip: !available && `${backend.name} unavailable` }, fn);
+    const { it } = await storeSuite(backend, {
+      clock,
+      onOpen: async (o) => {
+        opened = o;
+        second = opened.reopen();
+        a = nodeOf('node-a', opened.storage, clock);
+        b = nodeOf('node-b', second, clock);
+        await a.exchange.start();
+        await b.exchange.start();
+      },
+    });
     const both = async () => {
       await a.exchange.round();
       await b.exchange.round();
