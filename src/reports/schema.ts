@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { REPORT_COLUMNS, type ReportColumn } from '../storage/index.ts';
+import { REPORT_COLUMNS, REPORT_METRICS, type ReportColumn } from '../storage/index.ts';
 
 /** The dimension that groups by a click-log column: the ids are grouped as `flow` and `stream`. */
 type DimensionOf<C extends ReportColumn> = C extends 'flow_id'
@@ -21,26 +21,8 @@ export const COLUMN_OF: ReadonlyMap<Dimension, ReportColumn> = new Map(
   REPORT_COLUMNS.map((c) => [dimensionOf(c), c]),
 );
 
-/**
- * Metrics of every row and of the totals (docs/reports.md#the-metrics), in the order a CSV lists
- * them.
- */
-export const METRICS = [
-  'clicks',
-  'uniques',
-  'bots',
-  'no_match',
-  'leads',
-  'sales',
-  'rejected',
-  'conversions',
-  'revenue',
-  'cost',
-  'profit',
-  'cr',
-  'epc',
-  'roi',
-] as const;
+/** Metrics of every row and of the totals (docs/reports.md#the-metrics), in the order a CSV lists them. */
+export const METRICS = REPORT_METRICS;
 export type Metric = (typeof METRICS)[number];
 
 /** The keys a dimension gives a row: `flow` → flow_id and flow_slug, `stream` → stream_id and stream_name. */

@@ -6,6 +6,7 @@ export { openStorage } from './open.ts';
 export { openPostgres } from './postgres.ts';
 export {
   REPORT_COLUMNS,
+  REPORT_METRICS,
   type ReportColumn,
   type ReportPage,
   type ReportSortKey,

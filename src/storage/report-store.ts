@@ -60,8 +60,11 @@ export interface ReportSpec {
   source: 'rollups' | 'clicks';
 }
 
-/** The metrics a report sorts by (ratios as the report rounds them: cr and roi to 1e-6, epc to the micro-unit). */
-export const REPORT_SORT_METRICS = [
+/**
+ * The metrics of every report row and of its totals, in the order a CSV lists them; a report sorts
+ * by any of them (ratios as the report rounds them: cr and roi to 1e-6, epc to the micro-unit).
+ */
+export const REPORT_METRICS = [
   'clicks',
   'uniques',
   'bots',
@@ -79,7 +82,7 @@ export const REPORT_SORT_METRICS = [
 ] as const;
 /** What a report's rows are ordered by: a metric, a grouped column, a flow's slug, a stream's name, a local day or hour. */
 export type ReportSortKey =
-  | (typeof REPORT_SORT_METRICS)[number]
+  | (typeof REPORT_METRICS)[number]
   | ReportColumn
   | 'flow_slug'
   | 'stream_name'
